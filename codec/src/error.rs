@@ -1,0 +1,262 @@
+//! Structured decode and encode errors.
+//!
+//! Every error names the layer and field it concerns and the byte offset from
+//! the start of the frame (or of the header, for a header parsed on its own),
+//! so that a user can find the byte in a hex dump.
+
+use core::fmt;
+
+/// The protocol layer (or header) an error concerns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Layer {
+    /// Ethernet II header.
+    Ethernet,
+    /// An 802.1Q / 802.1ad tag.
+    Vlan,
+    /// IPv4 header.
+    Ipv4,
+    /// IPv6 header.
+    Ipv6,
+    /// UDP header.
+    Udp,
+    /// Base Transport Header.
+    Bth,
+    /// RDMA Extended Transport Header.
+    Reth,
+    /// ACK Extended Transport Header.
+    Aeth,
+    /// Atomic Extended Transport Header.
+    AtomicEth,
+    /// Atomic ACK Extended Transport Header.
+    AtomicAckEth,
+    /// Immediate data.
+    ImmDt,
+    /// Invalidate Extended Transport Header.
+    Ieth,
+    /// Datagram Extended Transport Header.
+    Deth,
+    /// Reliable Datagram Extended Transport Header.
+    Rdeth,
+    /// XRC Extended Transport Header.
+    Xrceth,
+    /// FLUSH Extended Transport Header.
+    Feth,
+    /// The 16 reserved bytes of a CNP.
+    Cnp,
+    /// MetaRoCE multipath extended header.
+    Mpeth,
+    /// MetaRoCE selective-ACK extended header.
+    Sacketh,
+    /// Payload and pad.
+    Payload,
+    /// Invariant CRC trailer.
+    Icrc,
+}
+
+impl Layer {
+    /// Lower-case name used in messages and JSON (`"bth"`, `"ipv4"` ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layer::Ethernet => "eth",
+            Layer::Vlan => "vlan",
+            Layer::Ipv4 => "ipv4",
+            Layer::Ipv6 => "ipv6",
+            Layer::Udp => "udp",
+            Layer::Bth => "bth",
+            Layer::Reth => "reth",
+            Layer::Aeth => "aeth",
+            Layer::AtomicEth => "atomic_eth",
+            Layer::AtomicAckEth => "atomic_ack_eth",
+            Layer::ImmDt => "immdt",
+            Layer::Ieth => "ieth",
+            Layer::Deth => "deth",
+            Layer::Rdeth => "rdeth",
+            Layer::Xrceth => "xrceth",
+            Layer::Feth => "feth",
+            Layer::Cnp => "cnp",
+            Layer::Mpeth => "mpeth",
+            Layer::Sacketh => "sacketh",
+            Layer::Payload => "payload",
+            Layer::Icrc => "icrc",
+        }
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WireErrorKind {
+    /// The input ends before the header (or the length a header declares) does.
+    Truncated {
+        /// Bytes the layer needs, counted from the error's offset.
+        needed: usize,
+        /// Bytes that were there, counted from the error's offset.
+        available: usize,
+    },
+    /// A field holds a value that makes the rest undecodable.
+    Invalid {
+        /// The offending value.
+        value: u64,
+        /// Why it cannot be decoded.
+        reason: &'static str,
+    },
+    /// A well-formed feature this codec does not decode (IPv6 extension headers, a third VLAN tag).
+    Unsupported {
+        /// What is not supported.
+        what: &'static str,
+    },
+    /// `emit` was handed a buffer shorter than the value's `buffer_len()`.
+    BufferTooSmall {
+        /// Bytes the value needs.
+        needed: usize,
+        /// Bytes the buffer has.
+        available: usize,
+    },
+}
+
+/// A decode or encode error: what, where and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WireError {
+    /// Layer the error concerns.
+    pub layer: Layer,
+    /// Field name within the layer (`"header"` when the whole header is short).
+    pub field: &'static str,
+    /// Byte offset of the layer or field, from the start of the parsed input.
+    pub offset: usize,
+    /// What went wrong.
+    pub kind: WireErrorKind,
+}
+
+impl WireError {
+    /// The input is shorter than `needed` bytes at `offset`.
+    pub const fn truncated(
+        layer: Layer,
+        field: &'static str,
+        offset: usize,
+        needed: usize,
+        available: usize,
+    ) -> Self {
+        WireError {
+            layer,
+            field,
+            offset,
+            kind: WireErrorKind::Truncated { needed, available },
+        }
+    }
+
+    /// A field value makes the rest undecodable.
+    pub const fn invalid(
+        layer: Layer,
+        field: &'static str,
+        offset: usize,
+        value: u64,
+        reason: &'static str,
+    ) -> Self {
+        WireError {
+            layer,
+            field,
+            offset,
+            kind: WireErrorKind::Invalid { value, reason },
+        }
+    }
+
+    /// A well-formed feature this codec does not decode.
+    pub const fn unsupported(
+        layer: Layer,
+        field: &'static str,
+        offset: usize,
+        what: &'static str,
+    ) -> Self {
+        WireError {
+            layer,
+            field,
+            offset,
+            kind: WireErrorKind::Unsupported { what },
+        }
+    }
+
+    /// An emit buffer is too small.
+    pub const fn buffer_too_small(layer: Layer, needed: usize, available: usize) -> Self {
+        WireError {
+            layer,
+            field: "buffer",
+            offset: 0,
+            kind: WireErrorKind::BufferTooSmall { needed, available },
+        }
+    }
+
+    /// The same error with its offset moved `base` bytes further into the input.
+    ///
+    /// Header parsers report offsets relative to the header; the frame parser
+    /// shifts them to frame offsets. Saturates rather than overflowing.
+    #[must_use]
+    pub const fn shifted(mut self, base: usize) -> Self {
+        self.offset = self.offset.saturating_add(base);
+        self
+    }
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            WireErrorKind::Truncated { needed, available } => write!(
+                f,
+                "{}.{} at byte {}: truncated: needs {} bytes, {} available",
+                self.layer, self.field, self.offset, needed, available
+            ),
+            WireErrorKind::Invalid { value, reason } => write!(
+                f,
+                "{}.{} at byte {}: invalid value {} (0x{:x}): {}",
+                self.layer, self.field, self.offset, value, value, reason
+            ),
+            WireErrorKind::Unsupported { what } => write!(
+                f,
+                "{}.{} at byte {}: unsupported: {}",
+                self.layer, self.field, self.offset, what
+            ),
+            WireErrorKind::BufferTooSmall { needed, available } => write!(
+                f,
+                "{}: emit buffer too small: needs {} bytes, {} available",
+                self.layer, needed, available
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+/// Checks that `buf` can hold `needed` bytes before an `emit`.
+pub(crate) fn check_emit(layer: Layer, buf: &[u8], needed: usize) -> Result<(), WireError> {
+    if buf.len() < needed {
+        Err(WireError::buffer_too_small(layer, needed, buf.len()))
+    } else {
+        Ok(())
+    }
+}
+
+/// Runs a nom parser over a header of fixed length `len`.
+///
+/// The length is checked first so that a short input gives an exact
+/// `Truncated` error naming the whole header; the nom parser then cannot fail,
+/// but if it did its error would be reported the same way.
+pub(crate) fn parse_fixed<'a, O>(
+    layer: Layer,
+    len: usize,
+    input: &'a [u8],
+    mut parser: impl nom::Parser<&'a [u8], Output = O, Error = nom::error::Error<&'a [u8]>>,
+) -> Result<(O, &'a [u8]), WireError> {
+    if input.len() < len {
+        return Err(WireError::truncated(layer, "header", 0, len, input.len()));
+    }
+    parser
+        .parse(input)
+        .map(|(rest, out)| (out, rest))
+        .map_err(|_| WireError::truncated(layer, "header", 0, len, input.len()))
+}

@@ -1,0 +1,128 @@
+//! The RoCEv2 Invariant CRC (rocev2-facts §4).
+//!
+//! CRC-32 (IEEE 802.3, reflected, preset and complemented, as `crc32fast`
+//! computes it) over: eight 0xFF bytes; the IP header with its variant fields
+//! set to all ones (IPv4: ToS, TTL, checksum; IPv6: traffic class, flow label,
+//! hop limit); the UDP header with the checksum set to all ones; the BTH with
+//! byte 4 (FECN, BECN, reserved) set to all ones; then the extension headers,
+//! payload and pad as they are. The trailer carries the value
+//! least-significant byte first.
+//!
+//! IPv4 options, which RoCEv2 senders do not use, are covered as part of the
+//! IP header (as scapy does). Parsing never checks the ICRC; these functions
+//! are a separate step.
+
+use crate::bth::BthRepr;
+use crate::frame::{Frame, IpRepr};
+use crate::roce::RocePacket;
+use crate::udp::UdpRepr;
+
+/// The eight 0xFF bytes standing in for the InfiniBand LRH.
+const LRH_STANDIN: [u8; 8] = [0xFF; 8];
+
+/// The result of checking a frame's ICRC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IcrcStatus {
+    /// Not a RoCEv2 frame: there is no ICRC.
+    NotRoce,
+    /// The trailer matches.
+    Valid,
+    /// The trailer differs from the computed value.
+    Invalid {
+        /// CRC value computed over the frame.
+        expected: u32,
+        /// CRC value the trailer holds.
+        found: u32,
+    },
+}
+
+impl IcrcStatus {
+    /// `Some(true)` valid, `Some(false)` invalid, `None` for non-RoCE frames.
+    pub const fn is_valid(self) -> Option<bool> {
+        match self {
+            IcrcStatus::NotRoce => None,
+            IcrcStatus::Valid => Some(true),
+            IcrcStatus::Invalid { .. } => Some(false),
+        }
+    }
+}
+
+/// Computes the ICRC value of a RoCEv2 packet given its IP and UDP headers.
+pub fn compute(ip: &IpRepr<'_>, udp: &UdpRepr, roce: &RocePacket<'_>) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&LRH_STANDIN);
+    // IP (at most 60 bytes as parsed), UDP and BTH, masked, in one buffer.
+    let mut head = [0u8; 60 + UdpRepr::LEN + BthRepr::LEN];
+    let ip_len = ip.buffer_len();
+    if ip_len + UdpRepr::LEN + BthRepr::LEN > head.len() {
+        // Only a builder can make IPv4 options this long; take the slow path.
+        let mut long = vec![0u8; ip_len + UdpRepr::LEN + BthRepr::LEN];
+        mask_headers(&mut long, ip, udp, &roce.bth);
+        hasher.update(&long);
+    } else {
+        let head = &mut head[..ip_len + UdpRepr::LEN + BthRepr::LEN];
+        mask_headers(head, ip, udp, &roce.bth);
+        hasher.update(head);
+    }
+    let mut ext = [0u8; 160];
+    let ext_len = roce.ext.buffer_len().min(ext.len());
+    if roce.ext.emit(&mut ext[..ext_len]).is_ok() {
+        hasher.update(&ext[..ext_len]);
+    }
+    hasher.update(roce.payload);
+    hasher.update(roce.pad);
+    hasher.finalize()
+}
+
+/// Emits IP, UDP and BTH into `buf` (exactly their length) and masks the variant fields.
+fn mask_headers(buf: &mut [u8], ip: &IpRepr<'_>, udp: &UdpRepr, bth: &BthRepr) {
+    let ip_len = ip.buffer_len();
+    // `buf` is sized by the caller to hold exactly these three headers.
+    let _ = ip.emit(buf);
+    match ip {
+        IpRepr::V4(_) => {
+            buf[crate::ipv4::field::TOS] = 0xFF;
+            buf[crate::ipv4::field::TTL] = 0xFF;
+            buf[10..12].fill(0xFF);
+        }
+        IpRepr::V6(_) => {
+            buf[0] |= 0x0F;
+            buf[1..4].fill(0xFF);
+            buf[crate::ipv6::field::HOP_LIMIT] = 0xFF;
+        }
+    }
+    let _ = udp.emit(&mut buf[ip_len..]);
+    buf[ip_len + 6..ip_len + 8].fill(0xFF);
+    let bth_at = ip_len + UdpRepr::LEN;
+    let _ = bth.emit(&mut buf[bth_at..]);
+    buf[bth_at + crate::bth::field::CONGESTION] = 0xFF;
+}
+
+/// The ICRC value `frame` should carry, or `None` when it is not RoCEv2.
+pub fn expected(frame: &Frame<'_>) -> Option<u32> {
+    match (&frame.ip, &frame.udp, &frame.roce) {
+        (Some(ip), Some(udp), Some(roce)) => Some(compute(ip, udp, roce)),
+        _ => None,
+    }
+}
+
+/// Checks the frame's ICRC trailer.
+pub fn verify(frame: &Frame<'_>) -> IcrcStatus {
+    match (expected(frame), &frame.roce) {
+        (Some(expected), Some(roce)) if expected == roce.icrc_value() => IcrcStatus::Valid,
+        (Some(expected), Some(roce)) => IcrcStatus::Invalid {
+            expected,
+            found: roce.icrc_value(),
+        },
+        _ => IcrcStatus::NotRoce,
+    }
+}
+
+/// Sets the frame's ICRC trailer to the computed value. No effect on non-RoCE frames.
+pub fn fill(frame: &mut Frame<'_>) {
+    if let Some(value) = expected(frame)
+        && let Some(roce) = &mut frame.roce
+    {
+        roce.icrc = value.to_le_bytes();
+    }
+}

@@ -1,0 +1,100 @@
+//! A RoCEv2 packet: the UDP payload from BTH to ICRC.
+
+use crate::bth::BthRepr;
+use crate::error::{Layer, WireError, check_emit};
+use crate::ext::ExtHeaders;
+use crate::opcode::{Dialect, Layout};
+
+/// Bytes of the ICRC trailer.
+pub const ICRC_LEN: usize = 4;
+
+/// A RoCEv2 packet. Payload and pad borrow from the parsed bytes.
+///
+/// `payload` and `pad` are split by `bth.pad_count` as sent; `icrc` is the
+/// trailer as sent (least-significant byte of the CRC first). Parsing never
+/// checks the ICRC: see [`crate::icrc`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RocePacket<'a> {
+    /// Base transport header.
+    pub bth: BthRepr,
+    /// Extension headers, as the opcode's layout names them.
+    pub ext: ExtHeaders,
+    /// Data after the headers, pad excluded.
+    pub payload: &'a [u8],
+    /// Pad bytes (`bth.pad_count` of them, as sent).
+    pub pad: &'a [u8],
+    /// ICRC trailer bytes as sent.
+    pub icrc: [u8; ICRC_LEN],
+}
+
+impl<'a> RocePacket<'a> {
+    /// Parses a packet from a UDP payload. Error offsets are relative to `input`.
+    ///
+    /// An opcode without a layout in `dialect` keeps everything between BTH
+    /// and pad as payload.
+    pub fn parse(input: &'a [u8], dialect: Dialect) -> Result<Self, WireError> {
+        let (bth, rest) = BthRepr::parse(input)?;
+        let layout = bth.opcode.layout(dialect);
+        let headers = layout.map_or(&[][..], |l: &Layout| l.headers);
+        let (ext, rest) = ExtHeaders::parse(headers, rest).map_err(|e| e.shifted(BthRepr::LEN))?;
+        let body_start = input.len() - rest.len();
+        let Some(body_len) = rest.len().checked_sub(ICRC_LEN) else {
+            return Err(WireError::truncated(
+                Layer::Icrc,
+                "trailer",
+                body_start,
+                ICRC_LEN,
+                rest.len(),
+            ));
+        };
+        let (body, icrc) = rest.split_at(body_len);
+        let pad_len = usize::from(bth.pad_count);
+        let Some(payload_len) = body_len.checked_sub(pad_len) else {
+            return Err(WireError::invalid(
+                Layer::Bth,
+                "pad_count",
+                crate::bth::field::FLAGS,
+                u64::from(bth.pad_count),
+                "pad count exceeds the bytes between the headers and the ICRC",
+            ));
+        };
+        let (payload, pad) = body.split_at(payload_len);
+        Ok(RocePacket {
+            bth,
+            ext,
+            payload,
+            pad,
+            icrc: [icrc[0], icrc[1], icrc[2], icrc[3]],
+        })
+    }
+
+    /// Bytes on the wire, BTH to ICRC.
+    pub fn buffer_len(&self) -> usize {
+        BthRepr::LEN + self.ext.buffer_len() + self.payload.len() + self.pad.len() + ICRC_LEN
+    }
+
+    /// Bytes of BTH and extension headers.
+    pub fn header_len(&self) -> usize {
+        BthRepr::LEN + self.ext.buffer_len()
+    }
+
+    /// The CRC value of the trailer (the trailer is least-significant byte first).
+    pub const fn icrc_value(&self) -> u32 {
+        u32::from_le_bytes(self.icrc)
+    }
+
+    /// Writes the packet into the start of `buf`; returns the bytes written.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        let len = self.buffer_len();
+        check_emit(Layer::Bth, buf, len)?;
+        self.bth.emit(buf)?;
+        let mut at = BthRepr::LEN;
+        at += self.ext.emit(&mut buf[at..])?;
+        buf[at..at + self.payload.len()].copy_from_slice(self.payload);
+        at += self.payload.len();
+        buf[at..at + self.pad.len()].copy_from_slice(self.pad);
+        at += self.pad.len();
+        buf[at..at + ICRC_LEN].copy_from_slice(&self.icrc);
+        Ok(at + ICRC_LEN)
+    }
+}

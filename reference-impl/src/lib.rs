@@ -1,0 +1,1 @@
+//! The MetaRoCE reference transport. Not written yet: see issue 4.
