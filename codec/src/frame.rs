@@ -74,6 +74,13 @@ impl IpRepr<'_> {
     }
 }
 
+/// The payload of an IP datagram and what it carries.
+struct IpPayload<'a> {
+    bytes: &'a [u8],
+    protocol: u8,
+    fragment: bool,
+}
+
 /// A decoded frame. Layers that are absent are `None`; bytes below the last
 /// decoded layer are kept in `payload`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -113,11 +120,9 @@ impl<'a> Frame<'a> {
             ETHERTYPE_IPV6 => frame.parse_ipv6(rest, ip_start)?,
             _ => return Ok(frame),
         };
-        let Some((ip_payload, protocol, fragment)) = datagram else {
-            return Ok(frame);
-        };
+        let ip_payload = datagram.bytes;
         frame.payload = ip_payload;
-        if protocol != PROTOCOL_UDP || fragment {
+        if datagram.protocol != PROTOCOL_UDP || datagram.fragment {
             return Ok(frame);
         }
         let udp_start = input.len() - frame.trailer.len() - ip_payload.len();
@@ -155,12 +160,8 @@ impl<'a> Frame<'a> {
         Ok(frame)
     }
 
-    /// Decodes IPv4; sets `ip` and `trailer`; returns (payload, protocol, is fragment).
-    fn parse_ipv4(
-        &mut self,
-        input: &'a [u8],
-        start: usize,
-    ) -> Result<Option<(&'a [u8], u8, bool)>, WireError> {
+    /// Decodes IPv4; sets `ip` and `trailer`.
+    fn parse_ipv4(&mut self, input: &'a [u8], start: usize) -> Result<IpPayload<'a>, WireError> {
         let (ip, rest) = Ipv4Repr::parse(input).map_err(|e| e.shifted(start))?;
         let header_len = ip.buffer_len();
         let total = usize::from(ip.total_len);
@@ -185,15 +186,15 @@ impl<'a> Frame<'a> {
         let (payload, trailer) = rest.split_at(total - header_len);
         self.ip = Some(IpRepr::V4(ip));
         self.trailer = trailer;
-        Ok(Some((payload, ip.protocol, ip.is_fragment())))
+        Ok(IpPayload {
+            bytes: payload,
+            protocol: ip.protocol,
+            fragment: ip.is_fragment(),
+        })
     }
 
-    /// Decodes IPv6; sets `ip` and `trailer`; returns (payload, next header, false).
-    fn parse_ipv6(
-        &mut self,
-        input: &'a [u8],
-        start: usize,
-    ) -> Result<Option<(&'a [u8], u8, bool)>, WireError> {
+    /// Decodes IPv6; sets `ip` and `trailer`.
+    fn parse_ipv6(&mut self, input: &'a [u8], start: usize) -> Result<IpPayload<'a>, WireError> {
         let (ip, rest) = Ipv6Repr::parse(input).map_err(|e| e.shifted(start))?;
         let len = usize::from(ip.payload_len);
         if len > rest.len() {
@@ -208,7 +209,11 @@ impl<'a> Frame<'a> {
         let (payload, trailer) = rest.split_at(len);
         self.ip = Some(IpRepr::V6(ip));
         self.trailer = trailer;
-        Ok(Some((payload, ip.next_header, false)))
+        Ok(IpPayload {
+            bytes: payload,
+            protocol: ip.next_header,
+            fragment: false,
+        })
     }
 
     /// Bytes on the wire.

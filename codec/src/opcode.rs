@@ -61,7 +61,7 @@ impl ExtKind {
     ];
 
     /// Length on the wire in bytes.
-    pub const fn len(self) -> usize {
+    pub const fn wire_len(self) -> usize {
         match self {
             ExtKind::Rdeth | ExtKind::Xrceth | ExtKind::Aeth | ExtKind::ImmDt => 4,
             ExtKind::Ieth | ExtKind::Feth => 4,
@@ -591,7 +591,7 @@ mod tests {
         let hdr = |op: u8| {
             Opcode(op)
                 .layout(Dialect::Base)
-                .map(|l| l.headers.iter().map(|k| k.len()).sum::<usize>() + 12)
+                .map(|l| l.headers.iter().map(|k| k.wire_len()).sum::<usize>() + 12)
         };
         // rocev2-facts §2.3 "Hdr bytes" column.
         for (op, bytes) in [

@@ -15,8 +15,15 @@ macro_rules! seq24 {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-        #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
         pub struct $name(u32);
+
+        /// Draws only 24-bit values, keeping the type's invariant.
+        #[cfg(feature = "arbitrary")]
+        impl<'a> arbitrary::Arbitrary<'a> for $name {
+            fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
+                Ok(Self::new(u32::arbitrary(u)?))
+            }
+        }
 
         impl $name {
             /// Largest value (2^24 - 1).

@@ -152,7 +152,7 @@ impl ExtHeaders {
 
     /// Bytes on the wire.
     pub fn buffer_len(&self) -> usize {
-        self.kinds().map(ExtKind::len).sum()
+        self.kinds().map(ExtKind::wire_len).sum()
     }
 
     /// Writes the present headers in wire order; returns the bytes written.
@@ -176,7 +176,7 @@ impl ExtHeaders {
                 ExtKind::Cnp => self.cnp.map(|h| h.emit(out)),
             }
             .transpose()?;
-            at += kind.len();
+            at += kind.wire_len();
         }
         Ok(at)
     }

@@ -4,7 +4,7 @@
 /// Decodes a hex string, ignoring white space.
 pub fn hex(s: &str) -> Vec<u8> {
     let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    assert!(digits.len() % 2 == 0, "odd number of hex digits");
+    assert!(digits.len().is_multiple_of(2), "odd number of hex digits");
     digits
         .chunks(2)
         .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
