@@ -1,0 +1,41 @@
+//! Command-line interface: argument parsing and dispatch.
+
+mod decode;
+
+use clap::{Parser, Subcommand};
+
+/// MetaRoCE: RoCEv2 and MetaRoCE conformance suite, capture checker and fuzzing harness.
+#[derive(Debug, Parser)]
+#[command(name = "metaroce", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Decode every frame of a pcap or pcapng capture, like `tshark -V`, or as JSON lines.
+    Decode(decode::DecodeArgs),
+}
+
+/// Parses the process arguments, runs the command, and returns the exit code
+/// (see [`crate::exit`]).
+pub fn run() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                crate::exit::BAD_INPUT
+            } else {
+                crate::exit::OK
+            };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Decode(args) => decode::run(&args),
+    }
+}

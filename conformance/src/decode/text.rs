@@ -1,0 +1,302 @@
+//! The `text` view: layers and fields indented the way `tshark -V` prints
+//! them, plus the ICRC status and any decode error.
+
+use super::{Decoded, mac, opcode_name};
+use core::fmt::Write;
+use metaroce_codec::Dialect;
+use metaroce_codec::ext::{ExtHeaders, SyndromeKind};
+use metaroce_codec::{Frame, IcrcStatus, IpRepr, RocePacket};
+
+/// Appends the text view of one frame to `out`.
+pub fn frame_text(decoded: &Decoded<'_>, out: &mut String) {
+    let _ = writeln!(out, "Frame {}: {} bytes", decoded.number, decoded.len);
+    for comment in &decoded.comments {
+        let _ = writeln!(out, "    [Comment: {comment}]");
+    }
+    match &decoded.frame {
+        Ok(frame) => layers(frame, decoded.dialect, out),
+        Err(e) => {
+            let _ = writeln!(out, "    [Decode error: {e}]");
+        }
+    }
+    match decoded.icrc {
+        IcrcStatus::NotRoce => {}
+        IcrcStatus::Valid => {
+            let _ = writeln!(out, "    ICRC: valid");
+        }
+        IcrcStatus::Invalid { expected, found } => {
+            let _ = writeln!(
+                out,
+                "    ICRC: INVALID (trailer holds 0x{found:08x}, computed 0x{expected:08x})"
+            );
+        }
+    }
+    out.push('\n');
+}
+
+/// Writes `label: value` lines at an indent.
+struct Section<'o> {
+    out: &'o mut String,
+    indent: usize,
+}
+
+impl Section<'_> {
+    fn line(&mut self, label: &str, value: impl core::fmt::Display) -> &mut Self {
+        let _ = writeln!(
+            self.out,
+            "{:indent$}{label}: {value}",
+            "",
+            indent = self.indent
+        );
+        self
+    }
+}
+
+fn header(out: &mut String, indent: usize, title: impl core::fmt::Display) -> Section<'_> {
+    let _ = writeln!(out, "{:indent$}{title}", "", indent = indent);
+    Section {
+        out,
+        indent: indent + 4,
+    }
+}
+
+fn flag(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
+fn ethertype(value: u16) -> String {
+    let name = match value {
+        metaroce_codec::ethernet::ETHERTYPE_IPV4 => " (IPv4)",
+        metaroce_codec::ethernet::ETHERTYPE_IPV6 => " (IPv6)",
+        _ => "",
+    };
+    format!("0x{value:04x}{name}")
+}
+
+fn layers(frame: &Frame<'_>, dialect: Dialect, out: &mut String) {
+    let eth = &frame.ethernet;
+    header(
+        out,
+        0,
+        format_args!(
+            "Ethernet II, Src: {}, Dst: {}",
+            mac(&eth.src),
+            mac(&eth.dst)
+        ),
+    )
+    .line("Type", ethertype(eth.ethertype));
+    for tag in eth.tags() {
+        header(out, 0, "802.1Q Virtual LAN")
+            .line("TPID", format_args!("0x{:04x}", tag.tpid))
+            .line("Priority", tag.pcp())
+            .line("DEI", tag.dei() as u8)
+            .line("ID", tag.vid());
+    }
+    match &frame.ip {
+        Some(IpRepr::V4(ip)) => {
+            let ok = if ip.checksum == ip.compute_checksum() {
+                "correct"
+            } else {
+                "incorrect"
+            };
+            header(
+                out,
+                0,
+                format_args!(
+                    "Internet Protocol Version 4, Src: {}, Dst: {}",
+                    ip.src, ip.dst
+                ),
+            )
+            .line(
+                "Header Length",
+                format_args!("{} bytes ({})", usize::from(ip.ihl) * 4, ip.ihl),
+            )
+            .line("DSCP", ip.dscp())
+            .line("ECN", ip.ecn())
+            .line("Total Length", ip.total_len)
+            .line("Identification", format_args!("0x{:04x}", ip.ident))
+            .line(
+                "Flags",
+                format_args!(
+                    "DF {}, MF {}, Fragment Offset {}",
+                    ip.dont_fragment() as u8,
+                    ip.more_fragments() as u8,
+                    ip.fragment_offset()
+                ),
+            )
+            .line("Time to Live", ip.ttl)
+            .line("Protocol", ip.protocol)
+            .line(
+                "Header Checksum",
+                format_args!("0x{:04x} [{ok}]", ip.checksum),
+            );
+        }
+        Some(IpRepr::V6(ip)) => {
+            header(
+                out,
+                0,
+                format_args!(
+                    "Internet Protocol Version 6, Src: {}, Dst: {}",
+                    ip.src, ip.dst
+                ),
+            )
+            .line(
+                "Traffic Class",
+                format_args!(
+                    "0x{:02x} (DSCP {}, ECN {})",
+                    ip.traffic_class,
+                    ip.dscp(),
+                    ip.ecn()
+                ),
+            )
+            .line("Flow Label", format_args!("0x{:05x}", ip.flow_label))
+            .line("Payload Length", ip.payload_len)
+            .line("Next Header", ip.next_header)
+            .line("Hop Limit", ip.hop_limit);
+        }
+        None => {}
+    }
+    if let Some(udp) = &frame.udp {
+        header(
+            out,
+            0,
+            format_args!(
+                "User Datagram Protocol, Src Port: {}, Dst Port: {}",
+                udp.src_port, udp.dst_port
+            ),
+        )
+        .line("Length", udp.length)
+        .line("Checksum", format_args!("0x{:04x}", udp.checksum));
+    }
+    if let Some(roce) = &frame.roce {
+        roce_text(roce, dialect, out);
+    } else if !frame.payload.is_empty() {
+        let _ = writeln!(out, "Data ({} bytes)", frame.payload.len());
+    }
+    if !frame.trailer.is_empty() {
+        let _ = writeln!(out, "Trailer ({} bytes)", frame.trailer.len());
+    }
+}
+
+fn roce_text(roce: &RocePacket<'_>, dialect: Dialect, out: &mut String) {
+    let _ = writeln!(out, "InfiniBand (RoCEv2)");
+    let b = &roce.bth;
+    header(out, 4, "Base Transport Header")
+        .line(
+            "Opcode",
+            format_args!(
+                "{} (0x{:02x})",
+                opcode_name(b.opcode, dialect).unwrap_or("unknown"),
+                b.opcode.0
+            ),
+        )
+        .line("Solicited Event", flag(b.se))
+        .line("MigReq", flag(b.migreq))
+        .line("Pad Count", b.pad_count)
+        .line("Header Version", b.tver)
+        .line("Partition Key", format_args!("0x{:04x}", b.pkey))
+        .line("FECN", flag(b.fecn))
+        .line("BECN", flag(b.becn))
+        .line("Reserved", b.resv6a)
+        .line(
+            "Destination Queue Pair",
+            format_args!("0x{:06x}", b.dest_qp),
+        )
+        .line("Acknowledge Request", flag(b.ack_req))
+        .line("Reserved", b.resv7)
+        .line("Packet Sequence Number", b.psn.value());
+    ext_text(&roce.ext, out);
+    if !roce.payload.is_empty() {
+        let _ = writeln!(out, "    Payload: {} bytes", roce.payload.len());
+    }
+    if !roce.pad.is_empty() {
+        let _ = writeln!(out, "    Pad: {} bytes", roce.pad.len());
+    }
+    let _ = writeln!(out, "    Invariant CRC: 0x{:08x}", roce.icrc_value());
+}
+
+fn syndrome_text(value: u8) -> String {
+    let kind = match metaroce_codec::ext::Syndrome(value).kind() {
+        SyndromeKind::Ack { credit_code } => format!("ACK, credit code {credit_code}"),
+        SyndromeKind::RnrNak { timer } => format!("RNR NAK, timer code {timer}"),
+        SyndromeKind::Reserved { value } => format!("reserved type, value {value}"),
+        SyndromeKind::Nak { code } => format!("NAK, code {code}"),
+    };
+    format!("0x{value:02x} ({kind})")
+}
+
+fn ext_text(ext: &ExtHeaders, out: &mut String) {
+    if let Some(h) = ext.rdeth {
+        header(out, 4, "Reliable Datagram ETH").line("EE Context", h.ee_context);
+    }
+    if let Some(h) = ext.deth {
+        header(out, 4, "Datagram ETH")
+            .line("Queue Key", format_args!("0x{:08x}", h.qkey))
+            .line("Source Queue Pair", format_args!("0x{:06x}", h.src_qp));
+    }
+    if let Some(h) = ext.xrceth {
+        header(out, 4, "XRC ETH").line("XRC SRQ", h.xrc_srq);
+    }
+    if let Some(h) = ext.mpeth {
+        header(out, 4, "Multipath ETH (MPETH)")
+            .line("First", flag(h.first))
+            .line("Last", flag(h.last))
+            .line("Retransmission", flag(h.retransmission))
+            .line("Message Sequence Number", h.msn.value())
+            .line("Offset", h.offset)
+            .line("Message Length", h.msg_len)
+            .line("Timestamp", h.timestamp);
+    }
+    if let Some(h) = ext.sacketh {
+        header(out, 4, "Selective ACK ETH (SACKETH)")
+            .line("Syndrome", syndrome_text(h.syndrome.0))
+            .line("Message Sequence Number", h.msn.value())
+            .line("ECN-CE Seen", flag(h.ecn_ce))
+            .line("Retransmission Echo", flag(h.retransmission))
+            .line("Trimmed", flag(h.trimmed))
+            .line("SACK Base PSN", h.sack_base_psn.value())
+            .line("SACK Bitmap", format_args!("0x{:016x}", h.sack_bitmap))
+            .line("Echoed Entropy", format_args!("0x{:04x}", h.echoed_entropy))
+            .line("Echoed Timestamp", h.echoed_timestamp);
+    }
+    if let Some(h) = ext.feth {
+        header(out, 4, "FLUSH ETH")
+            .line("Selectivity Level", h.selectivity_level)
+            .line("Placement Type", h.placement_type);
+    }
+    if let Some(h) = ext.reth {
+        header(out, 4, "RDMA ETH")
+            .line("Virtual Address", format_args!("0x{:016x}", h.va))
+            .line("Remote Key", format_args!("0x{:08x}", h.rkey))
+            .line("DMA Length", h.dma_len);
+    }
+    if let Some(h) = ext.atomic_eth {
+        header(out, 4, "Atomic ETH")
+            .line("Virtual Address", format_args!("0x{:016x}", h.va))
+            .line("Remote Key", format_args!("0x{:08x}", h.rkey))
+            .line("Swap (or Add) Data", format_args!("0x{:016x}", h.swap_add))
+            .line("Compare Data", format_args!("0x{:016x}", h.compare));
+    }
+    if let Some(h) = ext.aeth {
+        header(out, 4, "ACK ETH")
+            .line("Syndrome", syndrome_text(h.syndrome.0))
+            .line("Message Sequence Number", h.msn.value());
+    }
+    if let Some(h) = ext.atomic_ack_eth {
+        header(out, 4, "Atomic ACK ETH")
+            .line("Original Remote Data", format_args!("0x{:016x}", h.orig));
+    }
+    if let Some(h) = ext.immdt {
+        header(out, 4, "Immediate Data").line("Immediate Data", format_args!("0x{:08x}", h.value));
+    }
+    if let Some(h) = ext.ieth {
+        header(out, 4, "Invalidate ETH").line("Remote Key", format_args!("0x{:08x}", h.rkey));
+    }
+    if let Some(h) = ext.cnp {
+        let zero = h.reserved.iter().all(|b| *b == 0);
+        header(out, 4, "CNP").line(
+            "Reserved (16 bytes)",
+            if zero { "all zero" } else { "NOT zero" },
+        );
+    }
+}
