@@ -1,0 +1,243 @@
+//! What the model says may be observed after an event.
+//!
+//! A state machine of the model is a pure function
+//! `(state, event) -> (state, Outcomes)`. [`Outcomes`] is a *set* of allowed
+//! observations, not one pick: where SPEC.md allows a choice (coalescing an
+//! ACK, a credit value, a retransmission time inside a window) the model
+//! returns every allowed alternative, and a judge checks what it saw against
+//! them. Every effect carries the requirement IDs that demand or allow it, so
+//! a mismatch becomes a [`crate::Finding`] against the right requirement.
+
+use metaroce_codec::ext::Syndrome;
+use metaroce_codec::{Msn, Opcode, Psn};
+
+/// A constraint on one observed value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Field<T> {
+    /// Any value is allowed.
+    Any,
+    /// Exactly this value.
+    Exact(T),
+    /// One of these values.
+    OneOf(Vec<T>),
+}
+
+impl<T: PartialEq> Field<T> {
+    /// Whether `value` satisfies the constraint.
+    pub fn allows(&self, value: &T) -> bool {
+        match self {
+            Field::Any => true,
+            Field::Exact(v) => v == value,
+            Field::OneOf(vs) => vs.contains(value),
+        }
+    }
+}
+
+/// Which syndromes an acknowledgement may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyndromeSpec {
+    /// Any ACK syndrome (0x00–0x1F): the credit code is the responder's choice.
+    AnyAck,
+    /// An RNR NAK (0x20–0x3F) with this timer code.
+    RnrNak {
+        /// Timer code the responder's `min_rnr_timer` gives.
+        timer: u8,
+    },
+    /// Exactly this syndrome (a NAK).
+    Exact(Syndrome),
+}
+
+impl SyndromeSpec {
+    /// Whether `syndrome` satisfies the constraint.
+    pub fn allows(&self, syndrome: Syndrome) -> bool {
+        match *self {
+            SyndromeSpec::AnyAck => syndrome.0 <= 0x1F,
+            SyndromeSpec::RnrNak { timer } => syndrome.0 == 0x20 | (timer & 0x1F),
+            SyndromeSpec::Exact(s) => s == syndrome,
+        }
+    }
+}
+
+/// Constraints on a packet the implementation must or may send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketSpec {
+    /// Opcode.
+    pub opcode: Field<Opcode>,
+    /// BTH PSN.
+    pub psn: Field<Psn>,
+    /// BTH DestQP.
+    pub dest_qp: Field<u32>,
+    /// AETH or SACKETH syndrome, when the opcode carries one.
+    pub syndrome: Option<SyndromeSpec>,
+    /// AETH or SACKETH MSN, when the opcode carries one.
+    pub msn: Field<Msn>,
+    /// Payload bytes (READ responses), when known.
+    pub payload: Field<Vec<u8>>,
+    /// AtomicAckETH original value (atomic acknowledgements).
+    pub atomic_orig: Field<u64>,
+}
+
+impl PacketSpec {
+    /// A packet with only its opcode constrained.
+    pub fn opcode(opcode: Opcode) -> Self {
+        PacketSpec {
+            opcode: Field::Exact(opcode),
+            psn: Field::Any,
+            dest_qp: Field::Any,
+            syndrome: None,
+            msn: Field::Any,
+            payload: Field::Any,
+            atomic_orig: Field::Any,
+        }
+    }
+}
+
+/// The verbs work-completion statuses SPEC.md uses (numeric values as verbs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum WcStatus {
+    /// 0.
+    Success = 0,
+    /// 1: local length error.
+    LocLenErr = 1,
+    /// 2: local QP operation error.
+    LocQpOpErr = 2,
+    /// 4: local protection error.
+    LocProtErr = 4,
+    /// 5: flushed.
+    WrFlushErr = 5,
+    /// 7: bad response.
+    BadRespErr = 7,
+    /// 9: remote invalid request.
+    RemInvReqErr = 9,
+    /// 10: remote access error.
+    RemAccessErr = 10,
+    /// 11: remote operational error.
+    RemOpErr = 11,
+    /// 12: transport retry counter exceeded.
+    RetryExcErr = 12,
+    /// 13: RNR retry counter exceeded.
+    RnrRetryExcErr = 13,
+    /// 19: fatal error.
+    FatalErr = 19,
+}
+
+/// Constraints on a work completion the agent reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletionSpec {
+    /// Work request the completion is for (the model's own numbering, in posting order).
+    pub wr: u64,
+    /// Status.
+    pub status: Field<WcStatus>,
+    /// Byte count (receive completions).
+    pub byte_len: Field<u32>,
+    /// Immediate data, when present.
+    pub imm: Field<Option<u32>>,
+}
+
+/// One observable effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// A packet on the wire.
+    Send(PacketSpec),
+    /// Bytes placed in a memory region (R_Key or L_Key, offset from the region start).
+    Write {
+        /// Key of the region.
+        key: u32,
+        /// Offset from the region's start.
+        offset: u64,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// A work completion.
+    Complete(CompletionSpec),
+    /// The QP enters ERR.
+    EnterError,
+    /// The packet is dropped with no state change and nothing sent; the counter
+    /// of SPEC.md §9.3 it bumps, if any.
+    Drop {
+        /// Counter name, e.g. `"malformed_drops"`.
+        counter: Option<&'static str>,
+    },
+}
+
+/// An effect with the requirements that demand or allow it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cited<T> {
+    /// The effect.
+    pub value: T,
+    /// Requirement IDs (`MR-<AREA>-<n>`).
+    pub reqs: &'static [&'static str],
+}
+
+/// Everything the model allows after one event.
+///
+/// Every `required` effect must be observed; `optional` effects may be;
+/// anything else observed breaks a requirement. `alternatives` lists further
+/// complete outcome sets the spec allows instead of this one (for example
+/// "ACK now" or "coalesce"); a judge accepts an observation that fits any.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcomes {
+    /// Effects that must be observed.
+    pub required: Vec<Cited<Effect>>,
+    /// Effects that may be observed.
+    pub optional: Vec<Cited<Effect>>,
+    /// Other complete sets of outcomes the spec allows instead.
+    pub alternatives: Vec<Outcomes>,
+}
+
+impl Outcomes {
+    /// Nothing observable.
+    pub fn none() -> Self {
+        Outcomes::default()
+    }
+
+    /// Adds a required effect.
+    #[must_use]
+    pub fn require(mut self, reqs: &'static [&'static str], effect: Effect) -> Self {
+        self.required.push(Cited {
+            value: effect,
+            reqs,
+        });
+        self
+    }
+
+    /// Adds an optional effect.
+    #[must_use]
+    pub fn allow(mut self, reqs: &'static [&'static str], effect: Effect) -> Self {
+        self.optional.push(Cited {
+            value: effect,
+            reqs,
+        });
+        self
+    }
+
+    /// Adds an alternative outcome set.
+    #[must_use]
+    pub fn or(mut self, other: Outcomes) -> Self {
+        self.alternatives.push(other);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syndrome_constraints() {
+        assert!(SyndromeSpec::AnyAck.allows(Syndrome(0x00)));
+        assert!(SyndromeSpec::AnyAck.allows(Syndrome(0x1F)));
+        assert!(!SyndromeSpec::AnyAck.allows(Syndrome(0x20)));
+        assert!(SyndromeSpec::RnrNak { timer: 14 }.allows(Syndrome(0x2E)));
+        assert!(!SyndromeSpec::RnrNak { timer: 14 }.allows(Syndrome(0x2D)));
+        assert!(SyndromeSpec::Exact(Syndrome::NAK_PSN_SEQ).allows(Syndrome(0x60)));
+    }
+
+    #[test]
+    fn field_constraints() {
+        assert!(Field::Any.allows(&3));
+        assert!(Field::Exact(3).allows(&3) && !Field::Exact(3).allows(&4));
+        assert!(Field::OneOf(vec![1, 2]).allows(&2) && !Field::OneOf(vec![1, 2]).allows(&3));
+    }
+}

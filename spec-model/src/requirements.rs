@@ -1,0 +1,281 @@
+//! The requirements of `SPEC.md`, read from the document itself.
+//!
+//! SPEC.md is compiled into the crate; each normative item is a list item of
+//! the form `- **MR-<AREA>-<n>** (<KEYWORD>; <observation>) <text>`. The
+//! registry is parsed once, on first use. A unit test checks that every line
+//! that starts like a requirement parses, so a malformed item fails the build's
+//! tests rather than vanishing from the registry.
+
+use core::fmt;
+use std::sync::LazyLock;
+
+/// The normative text.
+pub const SPEC_MD: &str = include_str!("../SPEC.md");
+
+/// The RFC 2119 keyword of a requirement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Keyword {
+    /// MUST.
+    Must,
+    /// MUST NOT.
+    MustNot,
+    /// SHOULD.
+    Should,
+    /// SHOULD NOT.
+    ShouldNot,
+    /// MAY.
+    May,
+}
+
+impl Keyword {
+    /// The keyword as SPEC.md writes it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Keyword::Must => "MUST",
+            Keyword::MustNot => "MUST NOT",
+            Keyword::Should => "SHOULD",
+            Keyword::ShouldNot => "SHOULD NOT",
+            Keyword::May => "MAY",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "MUST" => Keyword::Must,
+            "MUST NOT" => Keyword::MustNot,
+            "SHOULD" => Keyword::Should,
+            "SHOULD NOT" => Keyword::ShouldNot,
+            "MAY" => Keyword::May,
+            _ => return None,
+        })
+    }
+
+    /// How a violation of a requirement with this keyword is judged.
+    pub const fn severity(self) -> Severity {
+        match self {
+            Keyword::Must | Keyword::MustNot => Severity::Must,
+            Keyword::Should | Keyword::ShouldNot => Severity::Should,
+            Keyword::May => Severity::Info,
+        }
+    }
+}
+
+impl fmt::Display for Keyword {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How much a finding weighs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    /// A MUST or MUST NOT was broken: the implementation fails.
+    Must,
+    /// A SHOULD or SHOULD NOT was not met: an allowed alternative.
+    Should,
+    /// Informational (a MAY, or an observation).
+    Info,
+}
+
+impl Severity {
+    /// Lower-case name for reports (`"must"`, `"should"`, `"info"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Severity::Must => "must",
+            Severity::Should => "should",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// Where a requirement can be observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Observation {
+    /// On the wire (captures, the harness's data plane).
+    Wire,
+    /// Through the agent (control plane: completions, memory).
+    Agent,
+    /// Both are needed.
+    WireAndAgent,
+    /// Not observable; the text says why.
+    None,
+}
+
+impl Observation {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "wire" => Observation::Wire,
+            "agent" => Observation::Agent,
+            "wire+agent" => Observation::WireAndAgent,
+            "none" => Observation::None,
+            _ => return None,
+        })
+    }
+
+    /// As SPEC.md writes it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Observation::Wire => "wire",
+            Observation::Agent => "agent",
+            Observation::WireAndAgent => "wire+agent",
+            Observation::None => "none",
+        }
+    }
+}
+
+/// One normative statement of SPEC.md.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Requirement {
+    /// Stable identifier, e.g. `MR-BTH-3`.
+    pub id: &'static str,
+    /// Area, e.g. `BTH`.
+    pub area: &'static str,
+    /// Number within the area.
+    pub number: u32,
+    /// RFC 2119 keyword.
+    pub keyword: Keyword,
+    /// Where it is observed.
+    pub observation: Observation,
+    /// The statement, without ID, keyword and observation.
+    pub text: &'static str,
+    /// 1-based line in SPEC.md.
+    pub line: usize,
+}
+
+/// Why a line that looks like a requirement does not parse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecFormatError {
+    /// 1-based line in SPEC.md.
+    pub line: usize,
+    /// What is wrong.
+    pub reason: &'static str,
+}
+
+const ITEM_PREFIX: &str = "- **MR-";
+
+/// Parses one requirement line.
+fn parse_line(line: &'static str, line_number: usize) -> Result<Requirement, SpecFormatError> {
+    let err = |reason| SpecFormatError {
+        line: line_number,
+        reason,
+    };
+    let rest = line.strip_prefix("- **").ok_or(err("no `- **` prefix"))?;
+    let (id, rest) = rest
+        .split_once("** (")
+        .ok_or(err("no `** (` after the ID"))?;
+    let mut parts = id.splitn(3, '-');
+    let (Some("MR"), Some(area), Some(n)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(err("ID is not MR-<AREA>-<n>"));
+    };
+    if area.is_empty() || !area.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(err("area is not upper-case letters"));
+    }
+    let number: u32 = n
+        .parse()
+        .map_err(|_| err("requirement number is not a number"))?;
+    let (meta, text) = rest
+        .split_once(") ")
+        .ok_or(err("no `) ` after keyword and observation"))?;
+    let (keyword, observation) = meta
+        .split_once("; ")
+        .ok_or(err("no `; ` between keyword and observation"))?;
+    let keyword = Keyword::parse(keyword).ok_or(err("unknown keyword"))?;
+    let observation = Observation::parse(observation).ok_or(err("unknown observation"))?;
+    Ok(Requirement {
+        id,
+        area,
+        number,
+        keyword,
+        observation,
+        text: text.trim(),
+        line: line_number,
+    })
+}
+
+/// Parses every requirement of `text`; the first malformed item is an error.
+pub fn parse_spec(text: &'static str) -> Result<Vec<Requirement>, SpecFormatError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.starts_with(ITEM_PREFIX) {
+            out.push(parse_line(line, i + 1)?);
+        }
+    }
+    Ok(out)
+}
+
+static REGISTRY: LazyLock<Vec<Requirement>> =
+    LazyLock::new(|| parse_spec(SPEC_MD).unwrap_or_default());
+
+/// Every requirement of SPEC.md, in document order.
+pub fn all() -> &'static [Requirement] {
+    &REGISTRY
+}
+
+/// The requirement with this ID.
+pub fn get(id: &str) -> Option<&'static Requirement> {
+    REGISTRY.iter().find(|r| r.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, HashSet};
+
+    #[test]
+    fn every_requirement_line_parses() {
+        let reqs = parse_spec(SPEC_MD).expect("SPEC.md requirement items are well formed");
+        assert_eq!(reqs.len(), all().len());
+        assert!(reqs.len() >= 150, "only {} requirements", reqs.len());
+    }
+
+    #[test]
+    fn ids_are_unique_and_numbered_from_one_without_gaps() {
+        let mut seen = HashSet::new();
+        let mut by_area: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+        for r in all() {
+            assert!(seen.insert(r.id), "{} twice", r.id);
+            by_area.entry(r.area).or_default().push(r.number);
+        }
+        for (area, mut numbers) in by_area {
+            numbers.sort_unstable();
+            let expected: Vec<u32> = (1..=numbers.len() as u32).collect();
+            assert_eq!(numbers, expected, "area {area}");
+        }
+    }
+
+    #[test]
+    fn each_statement_uses_exactly_its_own_keyword() {
+        for r in all() {
+            let words = ["MUST NOT", "MUST", "SHOULD NOT", "SHOULD", "MAY"];
+            let mut rest = r.text.to_string();
+            let mut found = Vec::new();
+            for w in words {
+                while let Some(at) = rest.find(w) {
+                    found.push(w);
+                    rest.replace_range(at..at + w.len(), "");
+                }
+            }
+            assert_eq!(
+                found,
+                vec![r.keyword.as_str()],
+                "{} (line {})",
+                r.id,
+                r.line
+            );
+        }
+    }
+
+    #[test]
+    fn lookup_and_a_malformed_item_is_reported_with_its_line() {
+        assert_eq!(get("MR-QP-1").map(|r| r.keyword), Some(Keyword::Must));
+        assert!(get("MR-NOPE-1").is_none());
+        let bad = "intro\n- **MR-BTH-1** (MUSTN'T; wire) nope\n";
+        assert_eq!(
+            parse_spec(bad),
+            Err(SpecFormatError {
+                line: 2,
+                reason: "unknown keyword"
+            })
+        );
+    }
+}
