@@ -1,4 +1,5 @@
 //! A finding: a requirement an observation breaks (or an informational note about it).
+// traceability: ignore-file (IDs in this file are data, not citations)
 
 use crate::requirements::{self, Requirement, Severity};
 use core::fmt;

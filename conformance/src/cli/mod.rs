@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and dispatch.
 
 mod decode;
+mod spec;
 
 use clap::{Parser, Subcommand};
 
@@ -18,6 +19,9 @@ pub struct Cli {
 pub enum Command {
     /// Decode every frame of a pcap or pcapng capture, like `tshark -V`, or as JSON lines.
     Decode(decode::DecodeArgs),
+    /// Questions about the specification (SPEC.md).
+    #[command(subcommand)]
+    Spec(spec::SpecCommand),
 }
 
 /// Parses the process arguments, runs the command, and returns the exit code
@@ -37,5 +41,6 @@ pub fn run() -> u8 {
     };
     match cli.command {
         Command::Decode(args) => decode::run(&args),
+        Command::Spec(command) => spec::run(&command),
     }
 }
