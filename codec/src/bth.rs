@@ -78,6 +78,7 @@ impl BthRepr {
     pub const LEN: usize = 12;
 
     /// Parses a BTH.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((opcode, flags, pkey, congestion, dest_qp, ack_byte, psn), rest) = parse_fixed(
             Layer::Bth,

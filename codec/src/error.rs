@@ -246,6 +246,7 @@ pub(crate) fn check_emit(layer: Layer, buf: &[u8], needed: usize) -> Result<(), 
 /// The length is checked first so that a short input gives an exact
 /// `Truncated` error naming the whole header; the nom parser then cannot fail,
 /// but if it did its error would be reported the same way.
+#[inline(always)]
 pub(crate) fn parse_fixed<'a, O>(
     layer: Layer,
     len: usize,

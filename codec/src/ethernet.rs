@@ -88,6 +88,7 @@ impl EthernetRepr {
     pub const BASE_LEN: usize = 14;
 
     /// Parses the header and its tags. A third tag is reported as unsupported.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((dst, src, mut ethertype), mut rest) = parse_fixed(
             Layer::Ethernet,

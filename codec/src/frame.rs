@@ -161,6 +161,7 @@ impl<'a> Frame<'a> {
     }
 
     /// Decodes IPv4; sets `ip` and `trailer`.
+    #[inline]
     fn parse_ipv4(&mut self, input: &'a [u8], start: usize) -> Result<IpPayload<'a>, WireError> {
         let (ip, rest) = Ipv4Repr::parse(input).map_err(|e| e.shifted(start))?;
         let header_len = ip.buffer_len();
@@ -194,6 +195,7 @@ impl<'a> Frame<'a> {
     }
 
     /// Decodes IPv6; sets `ip` and `trailer`.
+    #[inline]
     fn parse_ipv6(&mut self, input: &'a [u8], start: usize) -> Result<IpPayload<'a>, WireError> {
         let (ip, rest) = Ipv6Repr::parse(input).map_err(|e| e.shifted(start))?;
         let len = usize::from(ip.payload_len);

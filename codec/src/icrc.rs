@@ -47,30 +47,42 @@ impl IcrcStatus {
     }
 }
 
+/// Bytes of extension headers the fast path of [`compute`] handles on the stack
+/// (every extension header at once takes 140).
+const EXT_MAX: usize = 160;
+
 /// Computes the ICRC value of a RoCEv2 packet given its IP and UDP headers.
 pub fn compute(ip: &IpRepr<'_>, udp: &UdpRepr, roce: &RocePacket<'_>) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&LRH_STANDIN);
-    // IP (at most 60 bytes as parsed), UDP and BTH, masked, in one buffer.
-    let mut head = [0u8; 60 + UdpRepr::LEN + BthRepr::LEN];
-    let ip_len = ip.buffer_len();
-    if ip_len + UdpRepr::LEN + BthRepr::LEN > head.len() {
-        // Only a builder can make IPv4 options this long; take the slow path.
-        let mut long = vec![0u8; ip_len + UdpRepr::LEN + BthRepr::LEN];
-        mask_headers(&mut long, ip, udp, &roce.bth);
-        hasher.update(&long);
-    } else {
-        let head = &mut head[..ip_len + UdpRepr::LEN + BthRepr::LEN];
-        mask_headers(head, ip, udp, &roce.bth);
+    // LRH stand-in, IP (at most 60 bytes as parsed), UDP and BTH, masked, and
+    // the extension headers, in one buffer: one CRC update for all headers.
+    const HEAD_MAX: usize = LRH_STANDIN.len() + 60 + UdpRepr::LEN + BthRepr::LEN + EXT_MAX;
+    let masked_len = ip.buffer_len() + UdpRepr::LEN + BthRepr::LEN;
+    let ext_len = roce.ext.buffer_len();
+    let head_len = LRH_STANDIN.len() + masked_len + ext_len;
+    if head_len <= HEAD_MAX {
+        let mut head = [0u8; HEAD_MAX];
+        let head = &mut head[..head_len];
+        let (lrh, rest) = head.split_at_mut(LRH_STANDIN.len());
+        lrh.copy_from_slice(&LRH_STANDIN);
+        let (masked, ext) = rest.split_at_mut(masked_len);
+        mask_headers(masked, ip, udp, &roce.bth);
+        // `ext` has exactly `ext.buffer_len()` bytes, which `emit` accepts.
+        let _ = roce.ext.emit(ext);
         hasher.update(head);
-    }
-    let mut ext = [0u8; 160];
-    let ext_len = roce.ext.buffer_len().min(ext.len());
-    if roce.ext.emit(&mut ext[..ext_len]).is_ok() {
-        hasher.update(&ext[..ext_len]);
+    } else {
+        // Only a builder can make IPv4 options or extension headers this long.
+        let mut long = vec![0u8; head_len];
+        long[..LRH_STANDIN.len()].copy_from_slice(&LRH_STANDIN);
+        let (masked, ext) = long[LRH_STANDIN.len()..].split_at_mut(masked_len);
+        mask_headers(masked, ip, udp, &roce.bth);
+        let _ = roce.ext.emit(ext);
+        hasher.update(&long);
     }
     hasher.update(roce.payload);
-    hasher.update(roce.pad);
+    if !roce.pad.is_empty() {
+        hasher.update(roce.pad);
+    }
     hasher.finalize()
 }
 

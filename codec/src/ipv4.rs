@@ -63,6 +63,7 @@ impl<'a> Ipv4Repr<'a> {
     pub const MIN_LEN: usize = 20;
 
     /// Parses the header (options included). Does not check the checksum.
+    #[inline]
     pub fn parse(input: &'a [u8]) -> Result<(Self, &'a [u8]), WireError> {
         let ((ver_ihl, tos, total_len, ident, flags_frag, ttl, protocol, checksum, src, dst), rest) =
             parse_fixed(

@@ -48,6 +48,7 @@ impl Ipv6Repr {
 
     /// Parses the fixed header. An extension header in `next_header` is an
     /// `Unsupported` error, so it can never be mistaken for UDP.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((first, payload_len, next_header, hop_limit, src, dst), rest) = parse_fixed(
             Layer::Ipv6,

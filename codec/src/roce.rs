@@ -32,6 +32,7 @@ impl<'a> RocePacket<'a> {
     ///
     /// An opcode without a layout in `dialect` keeps everything between BTH
     /// and pad as payload.
+    #[inline]
     pub fn parse(input: &'a [u8], dialect: Dialect) -> Result<Self, WireError> {
         let (bth, rest) = BthRepr::parse(input)?;
         let layout = bth.opcode.layout(dialect);

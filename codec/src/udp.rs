@@ -37,6 +37,7 @@ impl UdpRepr {
     pub const LEN: usize = 8;
 
     /// Parses the header. Does not check the length or checksum.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((src_port, dst_port, length, checksum), rest) = parse_fixed(
             Layer::Udp,

@@ -22,6 +22,7 @@ impl RethRepr {
     pub const LEN: usize = 16;
 
     /// Parses the header.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((va, rkey, dma_len), rest) =
             parse_fixed(Layer::Reth, Self::LEN, input, (be_u64, be_u32, be_u32))?;
@@ -118,6 +119,7 @@ impl AethRepr {
     pub const LEN: usize = 4;
 
     /// Parses the header.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((syndrome, msn), rest) = parse_fixed(Layer::Aeth, Self::LEN, input, (be_u8, be_u24))?;
         Ok((
@@ -157,6 +159,7 @@ impl AtomicEthRepr {
     pub const LEN: usize = 28;
 
     /// Parses the header.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((va, rkey, swap_add, compare), rest) = parse_fixed(
             Layer::AtomicEth,
@@ -202,6 +205,7 @@ macro_rules! single_field_header {
             pub const LEN: usize = core::mem::size_of::<$ty>();
 
             /// Parses the header.
+            #[inline]
             pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
                 let ($field, rest) = parse_fixed($layer, Self::LEN, input, $parser)?;
                 Ok(($name { $field }, rest))
@@ -251,6 +255,7 @@ macro_rules! reserved_and_24 {
             pub const LEN: usize = 4;
 
             /// Parses the header.
+            #[inline]
             pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
                 let ((reserved, $field), rest) =
                     parse_fixed($layer, Self::LEN, input, (be_u8, be_u24))?;
@@ -296,6 +301,7 @@ impl DethRepr {
     pub const LEN: usize = 8;
 
     /// Parses the header.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((qkey, reserved, src_qp), rest) =
             parse_fixed(Layer::Deth, Self::LEN, input, (be_u32, be_u8, be_u24))?;
@@ -336,6 +342,7 @@ impl FethRepr {
     pub const LEN: usize = 4;
 
     /// Parses the header.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let (word, rest) = parse_fixed(Layer::Feth, Self::LEN, input, be_u32)?;
         Ok((
@@ -372,6 +379,7 @@ impl CnpRepr {
     pub const LEN: usize = 16;
 
     /// Parses the reserved block.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let (bytes, rest) = parse_fixed(Layer::Cnp, Self::LEN, input, take(16usize))?;
         Ok((

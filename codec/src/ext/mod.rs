@@ -12,6 +12,28 @@ pub use mp::{MpethRepr, SackethRepr, mpeth_flags, sacketh_flags};
 use crate::error::WireError;
 use crate::opcode::ExtKind;
 
+/// Calls `$m!` with every `field => ExtKind` pair of [`ExtHeaders`], in
+/// [`ExtKind::ALL`] (wire) order; unrolled, so emit and length need no loop.
+macro_rules! in_wire_order {
+    ($m:ident) => {
+        $m!(
+            rdeth => Rdeth,
+            deth => Deth,
+            xrceth => Xrceth,
+            mpeth => Mpeth,
+            sacketh => Sacketh,
+            feth => Feth,
+            reth => Reth,
+            atomic_eth => AtomicEth,
+            aeth => Aeth,
+            atomic_ack_eth => AtomicAckEth,
+            immdt => ImmDt,
+            ieth => Ieth,
+            cnp => Cnp,
+        )
+    };
+}
+
 /// The extension headers of one packet. `None` = absent.
 ///
 /// Parsing fills exactly the headers the opcode's layout names. Emitting writes
@@ -51,6 +73,7 @@ pub struct ExtHeaders {
 impl ExtHeaders {
     /// Parses the headers `kinds` names, in that order, from the start of `input`.
     /// Error offsets are relative to `input`.
+    #[inline]
     pub fn parse<'a>(kinds: &[ExtKind], input: &'a [u8]) -> Result<(Self, &'a [u8]), WireError> {
         let mut headers = ExtHeaders::default();
         let mut rest = input;
@@ -63,6 +86,7 @@ impl ExtHeaders {
         Ok((headers, rest))
     }
 
+    #[inline]
     fn parse_one<'a>(&mut self, kind: ExtKind, input: &'a [u8]) -> Result<&'a [u8], WireError> {
         macro_rules! take {
             ($slot:ident, $repr:ty) => {{
@@ -152,32 +176,30 @@ impl ExtHeaders {
 
     /// Bytes on the wire.
     pub fn buffer_len(&self) -> usize {
-        self.kinds().map(ExtKind::wire_len).sum()
+        let mut len = 0;
+        macro_rules! add {
+            ($($slot:ident => $kind:ident),* $(,)?) => {$(
+                if self.$slot.is_some() {
+                    len += ExtKind::$kind.wire_len();
+                }
+            )*};
+        }
+        in_wire_order!(add);
+        len
     }
 
     /// Writes the present headers in wire order; returns the bytes written.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
         let mut at = 0;
-        for kind in self.kinds() {
-            let out = buf.get_mut(at..).unwrap_or_default();
-            match kind {
-                ExtKind::Rdeth => self.rdeth.map(|h| h.emit(out)),
-                ExtKind::Deth => self.deth.map(|h| h.emit(out)),
-                ExtKind::Xrceth => self.xrceth.map(|h| h.emit(out)),
-                ExtKind::Mpeth => self.mpeth.map(|h| h.emit(out)),
-                ExtKind::Sacketh => self.sacketh.map(|h| h.emit(out)),
-                ExtKind::Feth => self.feth.map(|h| h.emit(out)),
-                ExtKind::Reth => self.reth.map(|h| h.emit(out)),
-                ExtKind::AtomicEth => self.atomic_eth.map(|h| h.emit(out)),
-                ExtKind::Aeth => self.aeth.map(|h| h.emit(out)),
-                ExtKind::AtomicAckEth => self.atomic_ack_eth.map(|h| h.emit(out)),
-                ExtKind::ImmDt => self.immdt.map(|h| h.emit(out)),
-                ExtKind::Ieth => self.ieth.map(|h| h.emit(out)),
-                ExtKind::Cnp => self.cnp.map(|h| h.emit(out)),
-            }
-            .transpose()?;
-            at += kind.wire_len();
+        macro_rules! put {
+            ($($slot:ident => $kind:ident),* $(,)?) => {$(
+                if let Some(header) = &self.$slot {
+                    header.emit(buf.get_mut(at..).unwrap_or_default())?;
+                    at += ExtKind::$kind.wire_len();
+                }
+            )*};
         }
+        in_wire_order!(put);
         Ok(at)
     }
 }

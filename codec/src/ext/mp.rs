@@ -57,6 +57,7 @@ impl MpethRepr {
     pub const LEN: usize = 16;
 
     /// Parses the header.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((flags, msn, offset, msg_len, timestamp), rest) = parse_fixed(
             Layer::Mpeth,
@@ -137,6 +138,7 @@ impl SackethRepr {
     pub const LEN: usize = 24;
 
     /// Parses the header.
+    #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let (
             (
