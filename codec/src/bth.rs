@@ -1,9 +1,8 @@
 //! Base Transport Header (12 bytes).
 
-use crate::error::{Layer, WireError, check_emit, parse_fixed};
+use crate::error::{Layer, WireError, be16, be24, check_emit, parse_fixed};
 use crate::opcode::Opcode;
 use crate::seq::Psn;
-use nom::number::complete::{be_u8, be_u16, be_u24};
 
 /// Byte offsets and masks of BTH fields (rocev2-facts §2.1).
 pub mod field {
@@ -80,30 +79,26 @@ impl BthRepr {
     /// Parses a BTH.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((opcode, flags, pkey, congestion, dest_qp, ack_byte, psn), rest) = parse_fixed(
-            Layer::Bth,
-            Self::LEN,
-            input,
-            (be_u8, be_u8, be_u16, be_u8, be_u24, be_u8, be_u24),
-        )?;
-        Ok((
+        parse_fixed::<{ Self::LEN }, _>(Layer::Bth, input, |b| {
+            let flags = b[field::FLAGS];
+            let congestion = b[field::CONGESTION];
+            let ack_byte = b[field::ACK_REQ_BYTE];
             BthRepr {
-                opcode: Opcode(opcode),
+                opcode: Opcode(b[field::OPCODE]),
                 se: flags & field::SE != 0,
                 migreq: flags & field::MIGREQ != 0,
                 pad_count: (flags & field::PAD_COUNT) >> 4,
                 tver: flags & field::TVER,
-                pkey,
+                pkey: be16(b, field::PKEY),
                 fecn: congestion & field::FECN != 0,
                 becn: congestion & field::BECN != 0,
                 resv6a: congestion & field::RESV6A,
-                dest_qp,
+                dest_qp: be24(b, field::DEST_QP),
                 ack_req: ack_byte & field::ACK_REQ != 0,
                 resv7: ack_byte & field::RESV7,
-                psn: Psn::new(psn),
-            },
-            rest,
-        ))
+                psn: Psn::new(be24(b, field::PSN)),
+            }
+        })
     }
 
     /// Bytes on the wire.

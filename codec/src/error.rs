@@ -241,23 +241,48 @@ pub(crate) fn check_emit(layer: Layer, buf: &[u8], needed: usize) -> Result<(), 
     }
 }
 
-/// Runs a nom parser over a header of fixed length `len`.
+/// Takes a header of fixed length `N` from the front of `input` (nom's
+/// `take`) and decodes its fields from the array with `decode`.
 ///
-/// The length is checked first so that a short input gives an exact
-/// `Truncated` error naming the whole header; the nom parser then cannot fail,
-/// but if it did its error would be reported the same way.
+/// A short input gives an exact `Truncated` error naming the whole header;
+/// offsets are relative to `input` (callers shift them). Fields are read at
+/// named offsets of the array (each header's `field` module), so one nom call
+/// frames the header instead of one call per field.
 #[inline(always)]
-pub(crate) fn parse_fixed<'a, O>(
+pub(crate) fn parse_fixed<const N: usize, O>(
     layer: Layer,
-    len: usize,
-    input: &'a [u8],
-    mut parser: impl nom::Parser<&'a [u8], Output = O, Error = nom::error::Error<&'a [u8]>>,
-) -> Result<(O, &'a [u8]), WireError> {
-    if input.len() < len {
-        return Err(WireError::truncated(layer, "header", 0, len, input.len()));
-    }
-    parser
+    input: &[u8],
+    decode: impl FnOnce(&[u8; N]) -> O,
+) -> Result<(O, &[u8]), WireError> {
+    use nom::Parser;
+    let truncated = || WireError::truncated(layer, "header", 0, N, input.len());
+    let (rest, head) = nom::bytes::complete::take::<_, _, nom::error::Error<&[u8]>>(N)
         .parse(input)
-        .map(|(rest, out)| (out, rest))
-        .map_err(|_| WireError::truncated(layer, "header", 0, len, input.len()))
+        .map_err(|_| truncated())?;
+    let head: &[u8; N] = head.try_into().map_err(|_| truncated())?;
+    Ok((decode(head), rest))
+}
+
+/// Big-endian 16 bits at `at`.
+#[inline(always)]
+pub(crate) const fn be16<const N: usize>(b: &[u8; N], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Big-endian 24 bits at `at`.
+#[inline(always)]
+pub(crate) const fn be24<const N: usize>(b: &[u8; N], at: usize) -> u32 {
+    u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
+}
+
+/// Big-endian 32 bits at `at`.
+#[inline(always)]
+pub(crate) const fn be32<const N: usize>(b: &[u8; N], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Big-endian 64 bits at `at`.
+#[inline(always)]
+pub(crate) const fn be64<const N: usize>(b: &[u8; N], at: usize) -> u64 {
+    (be32(b, at) as u64) << 32 | be32(b, at + 4) as u64
 }

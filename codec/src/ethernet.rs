@@ -1,8 +1,6 @@
 //! Ethernet II with up to two 802.1Q / 802.1ad tags.
 
-use crate::error::{Layer, WireError, check_emit, parse_fixed};
-use nom::bytes::complete::take;
-use nom::number::complete::be_u16;
+use crate::error::{Layer, WireError, be16, check_emit, parse_fixed};
 
 /// Byte ranges of the Ethernet header.
 pub mod field {
@@ -90,17 +88,20 @@ impl EthernetRepr {
     /// Parses the header and its tags. A third tag is reported as unsupported.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((dst, src, mut ethertype), mut rest) = parse_fixed(
-            Layer::Ethernet,
-            Self::BASE_LEN,
-            input,
-            (take(6usize), take(6usize), be_u16),
-        )?;
-        let mut repr = EthernetRepr {
-            dst: dst.try_into().unwrap_or_default(),
-            src: src.try_into().unwrap_or_default(),
-            ..EthernetRepr::default()
-        };
+        let (repr, mut rest) = parse_fixed::<{ Self::BASE_LEN }, _>(Layer::Ethernet, input, |b| {
+            let mut dst = [0u8; 6];
+            let mut src = [0u8; 6];
+            dst.copy_from_slice(&b[field::DST]);
+            src.copy_from_slice(&b[field::SRC]);
+            EthernetRepr {
+                dst,
+                src,
+                ethertype: be16(b, field::ETHERTYPE.start),
+                ..EthernetRepr::default()
+            }
+        })?;
+        let mut repr = repr;
+        let mut ethertype = repr.ethertype;
         while is_tpid(ethertype) {
             let offset = input.len() - rest.len();
             if usize::from(repr.vlan_count) == repr.vlans.len() {
@@ -111,8 +112,9 @@ impl EthernetRepr {
                     "more than two VLAN tags",
                 ));
             }
-            let ((tci, next), after) = parse_fixed(Layer::Vlan, 4, rest, (be_u16, be_u16))
-                .map_err(|e| e.shifted(offset))?;
+            let ((tci, next), after) =
+                parse_fixed::<{ VlanTag::LEN }, _>(Layer::Vlan, rest, |b| (be16(b, 0), be16(b, 2)))
+                    .map_err(|e| e.shifted(offset))?;
             repr.vlans[usize::from(repr.vlan_count)] = VlanTag {
                 tpid: ethertype,
                 tci,

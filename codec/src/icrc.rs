@@ -14,7 +14,7 @@
 
 use crate::bth::BthRepr;
 use crate::frame::{Frame, IpRepr};
-use crate::roce::RocePacket;
+use crate::roce::{ICRC_LEN, RocePacket};
 use crate::udp::UdpRepr;
 
 /// The eight 0xFF bytes standing in for the InfiniBand LRH.
@@ -91,11 +91,20 @@ fn mask_headers(buf: &mut [u8], ip: &IpRepr<'_>, udp: &UdpRepr, bth: &BthRepr) {
     let ip_len = ip.buffer_len();
     // `buf` is sized by the caller to hold exactly these three headers.
     let _ = ip.emit(buf);
+    let _ = udp.emit(&mut buf[ip_len..]);
+    let _ = bth.emit(&mut buf[ip_len + UdpRepr::LEN..]);
+    mask_in_place(buf, ip);
+}
+
+/// Sets the variant fields of IP, UDP and BTH headers laid out in `buf`
+/// (exactly their length) to all ones: the one definition of the masking.
+fn mask_in_place(buf: &mut [u8], ip: &IpRepr<'_>) {
+    let ip_len = ip.buffer_len();
     match ip {
         IpRepr::V4(_) => {
             buf[crate::ipv4::field::TOS] = 0xFF;
             buf[crate::ipv4::field::TTL] = 0xFF;
-            buf[10..12].fill(0xFF);
+            buf[crate::ipv4::field::CHECKSUM..crate::ipv4::field::CHECKSUM + 2].fill(0xFF);
         }
         IpRepr::V6(_) => {
             buf[0] |= 0x0F;
@@ -103,11 +112,9 @@ fn mask_headers(buf: &mut [u8], ip: &IpRepr<'_>, udp: &UdpRepr, bth: &BthRepr) {
             buf[crate::ipv6::field::HOP_LIMIT] = 0xFF;
         }
     }
-    let _ = udp.emit(&mut buf[ip_len..]);
-    buf[ip_len + 6..ip_len + 8].fill(0xFF);
-    let bth_at = ip_len + UdpRepr::LEN;
-    let _ = bth.emit(&mut buf[bth_at..]);
-    buf[bth_at + crate::bth::field::CONGESTION] = 0xFF;
+    let udp_checksum = ip_len + crate::udp::field::CHECKSUM;
+    buf[udp_checksum..udp_checksum + 2].fill(0xFF);
+    buf[ip_len + UdpRepr::LEN + crate::bth::field::CONGESTION] = 0xFF;
 }
 
 /// The ICRC value `frame` should carry, or `None` when it is not RoCEv2.
@@ -127,6 +134,51 @@ pub fn verify(frame: &Frame<'_>) -> IcrcStatus {
             found: roce.icrc_value(),
         },
         _ => IcrcStatus::NotRoce,
+    }
+}
+
+/// Checks the ICRC of a frame against the bytes it was parsed from, hashing
+/// them in place: only the masked IP, UDP and BTH headers (at most 80 bytes)
+/// are copied. This is the fast path for checkers that hold the wire bytes.
+///
+/// `wire` must be the input `frame` was parsed from. If its length disagrees
+/// with the frame's, the frame's values are used instead (as [`verify`]), so a
+/// wrong `wire` can never produce a result for other bytes than the frame's.
+pub fn verify_wire(frame: &Frame<'_>, wire: &[u8]) -> IcrcStatus {
+    let (Some(ip), Some(_), Some(roce)) = (&frame.ip, &frame.udp, &frame.roce) else {
+        return IcrcStatus::NotRoce;
+    };
+    if wire.len() != frame.buffer_len() {
+        return verify(frame);
+    }
+    let ip_start = frame.ethernet.buffer_len();
+    let masked_len = ip.buffer_len() + UdpRepr::LEN + BthRepr::LEN;
+    let covered_end = ip_start + ip.buffer_len() + UdpRepr::LEN + roce.buffer_len() - ICRC_LEN;
+    let (Some(masked_src), Some(rest)) = (
+        wire.get(ip_start..ip_start + masked_len),
+        wire.get(ip_start + masked_len..covered_end),
+    ) else {
+        return verify(frame);
+    };
+    let mut head = [0u8; LRH_STANDIN.len() + 60 + UdpRepr::LEN + BthRepr::LEN];
+    let Some(head) = head.get_mut(..LRH_STANDIN.len() + masked_len) else {
+        return verify(frame);
+    };
+    let (lrh, masked) = head.split_at_mut(LRH_STANDIN.len());
+    lrh.copy_from_slice(&LRH_STANDIN);
+    masked.copy_from_slice(masked_src);
+    mask_in_place(masked, ip);
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(head);
+    hasher.update(rest);
+    let expected = hasher.finalize();
+    if expected == roce.icrc_value() {
+        IcrcStatus::Valid
+    } else {
+        IcrcStatus::Invalid {
+            expected,
+            found: roce.icrc_value(),
+        }
     }
 }
 

@@ -1,8 +1,7 @@
 //! IPv4 header; options are kept as bytes.
 
-use crate::error::{Layer, WireError, check_emit, parse_fixed};
+use crate::error::{Layer, WireError, be16, be32, check_emit, parse_fixed};
 use core::net::Ipv4Addr;
-use nom::number::complete::{be_u8, be_u16, be_u32};
 
 /// Byte offsets of IPv4 fields.
 pub mod field {
@@ -27,6 +26,9 @@ pub mod field {
     /// Destination address, 4 bytes.
     pub const DST: usize = 16;
 }
+
+/// Bytes of an IPv4 header without options.
+const MIN_HEADER_LEN: usize = 20;
 
 /// IP protocol number of UDP.
 pub const PROTOCOL_UDP: u8 = 17;
@@ -60,20 +62,13 @@ pub struct Ipv4Repr<'a> {
 
 impl<'a> Ipv4Repr<'a> {
     /// Bytes without options.
-    pub const MIN_LEN: usize = 20;
+    pub const MIN_LEN: usize = MIN_HEADER_LEN;
 
     /// Parses the header (options included). Does not check the checksum.
     #[inline]
     pub fn parse(input: &'a [u8]) -> Result<(Self, &'a [u8]), WireError> {
-        let ((ver_ihl, tos, total_len, ident, flags_frag, ttl, protocol, checksum, src, dst), rest) =
-            parse_fixed(
-                Layer::Ipv4,
-                Self::MIN_LEN,
-                input,
-                (
-                    be_u8, be_u8, be_u16, be_u16, be_u16, be_u8, be_u8, be_u16, be_u32, be_u32,
-                ),
-            )?;
+        let (b, rest) = parse_fixed::<MIN_HEADER_LEN, _>(Layer::Ipv4, input, |b| *b)?;
+        let ver_ihl = b[field::VER_IHL];
         if ver_ihl >> 4 != 4 {
             return Err(WireError::invalid(
                 Layer::Ipv4,
@@ -106,15 +101,15 @@ impl<'a> Ipv4Repr<'a> {
         let (options, rest) = rest.split_at(options_len);
         let repr = Ipv4Repr {
             ihl,
-            tos,
-            total_len,
-            ident,
-            flags_frag,
-            ttl,
-            protocol,
-            checksum,
-            src: Ipv4Addr::from(src),
-            dst: Ipv4Addr::from(dst),
+            tos: b[field::TOS],
+            total_len: be16(&b, field::TOTAL_LEN),
+            ident: be16(&b, field::IDENT),
+            flags_frag: be16(&b, field::FLAGS_FRAG),
+            ttl: b[field::TTL],
+            protocol: b[field::PROTOCOL],
+            checksum: be16(&b, field::CHECKSUM),
+            src: Ipv4Addr::from(be32(&b, field::SRC)),
+            dst: Ipv4Addr::from(be32(&b, field::DST)),
             options,
         };
         Ok((repr, rest))

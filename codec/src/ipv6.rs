@@ -1,8 +1,7 @@
 //! IPv6 fixed header. Extension headers are reported as unsupported.
 
-use crate::error::{Layer, WireError, check_emit, parse_fixed};
+use crate::error::{Layer, WireError, be16, be32, check_emit, parse_fixed};
 use core::net::Ipv6Addr;
-use nom::number::complete::{be_u8, be_u16, be_u32, be_u128};
 
 /// Byte offsets of IPv6 fields.
 pub mod field {
@@ -50,12 +49,23 @@ impl Ipv6Repr {
     /// `Unsupported` error, so it can never be mistaken for UDP.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((first, payload_len, next_header, hop_limit, src, dst), rest) = parse_fixed(
-            Layer::Ipv6,
-            Self::LEN,
-            input,
-            (be_u32, be_u16, be_u8, be_u8, be_u128, be_u128),
-        )?;
+        let ((first, repr), rest) = parse_fixed::<{ Self::LEN }, _>(Layer::Ipv6, input, |b| {
+            let first = be32(b, field::VER_TC_FLOW);
+            let mut src = [0u8; 16];
+            let mut dst = [0u8; 16];
+            src.copy_from_slice(&b[field::SRC..field::SRC + 16]);
+            dst.copy_from_slice(&b[field::DST..field::DST + 16]);
+            let repr = Ipv6Repr {
+                traffic_class: (first >> 20) as u8,
+                flow_label: first & 0x000F_FFFF,
+                payload_len: be16(b, field::PAYLOAD_LEN),
+                next_header: b[field::NEXT_HEADER],
+                hop_limit: b[field::HOP_LIMIT],
+                src: Ipv6Addr::from(src),
+                dst: Ipv6Addr::from(dst),
+            };
+            (first, repr)
+        })?;
         if first >> 28 != 6 {
             return Err(WireError::invalid(
                 Layer::Ipv6,
@@ -65,7 +75,7 @@ impl Ipv6Repr {
                 "EtherType says IPv6 but the version is not 6",
             ));
         }
-        if EXTENSION_HEADERS.contains(&next_header) {
+        if EXTENSION_HEADERS.contains(&repr.next_header) {
             return Err(WireError::unsupported(
                 Layer::Ipv6,
                 "next_header",
@@ -73,15 +83,6 @@ impl Ipv6Repr {
                 "IPv6 extension headers",
             ));
         }
-        let repr = Ipv6Repr {
-            traffic_class: (first >> 20) as u8,
-            flow_label: first & 0x000F_FFFF,
-            payload_len,
-            next_header,
-            hop_limit,
-            src: Ipv6Addr::from(src),
-            dst: Ipv6Addr::from(dst),
-        };
         Ok((repr, rest))
     }
 

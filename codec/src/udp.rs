@@ -1,7 +1,6 @@
 //! UDP header.
 
-use crate::error::{Layer, WireError, check_emit, parse_fixed};
-use nom::number::complete::be_u16;
+use crate::error::{Layer, WireError, be16, check_emit, parse_fixed};
 
 /// Byte offsets of UDP fields.
 pub mod field {
@@ -39,21 +38,12 @@ impl UdpRepr {
     /// Parses the header. Does not check the length or checksum.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((src_port, dst_port, length, checksum), rest) = parse_fixed(
-            Layer::Udp,
-            Self::LEN,
-            input,
-            (be_u16, be_u16, be_u16, be_u16),
-        )?;
-        Ok((
-            UdpRepr {
-                src_port,
-                dst_port,
-                length,
-                checksum,
-            },
-            rest,
-        ))
+        parse_fixed::<{ Self::LEN }, _>(Layer::Udp, input, |b| UdpRepr {
+            src_port: be16(b, field::SRC_PORT),
+            dst_port: be16(b, field::DST_PORT),
+            length: be16(b, field::LENGTH),
+            checksum: be16(b, field::CHECKSUM),
+        })
     }
 
     /// Bytes on the wire.

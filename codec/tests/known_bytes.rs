@@ -138,6 +138,11 @@ fn masked_fields_do_not_change_the_icrc_and_others_do() {
             continue; // a flipped length field may make the frame undecodable
         };
         let status = icrc::verify(&frame);
+        assert_eq!(
+            icrc::verify_wire(&frame, &bytes),
+            status,
+            "byte {at}: fast path agrees"
+        );
         if status == IcrcStatus::NotRoce {
             continue; // a flipped EtherType, protocol or port makes it another protocol
         }

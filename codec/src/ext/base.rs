@@ -1,9 +1,7 @@
 //! The RoCEv2 extension headers (rocev2-facts §3).
 
-use crate::error::{Layer, WireError, check_emit, parse_fixed};
+use crate::error::{Layer, WireError, be24, be32, be64, check_emit, parse_fixed};
 use crate::seq::Msn;
-use nom::bytes::complete::take;
-use nom::number::complete::{be_u8, be_u24, be_u32, be_u64};
 
 /// RDMA Extended Transport Header: target of a WRITE or READ.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -24,9 +22,11 @@ impl RethRepr {
     /// Parses the header.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((va, rkey, dma_len), rest) =
-            parse_fixed(Layer::Reth, Self::LEN, input, (be_u64, be_u32, be_u32))?;
-        Ok((RethRepr { va, rkey, dma_len }, rest))
+        parse_fixed::<{ Self::LEN }, _>(Layer::Reth, input, |b| RethRepr {
+            va: be64(b, 0),
+            rkey: be32(b, 8),
+            dma_len: be32(b, 12),
+        })
     }
 
     /// Writes the header.
@@ -121,14 +121,10 @@ impl AethRepr {
     /// Parses the header.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((syndrome, msn), rest) = parse_fixed(Layer::Aeth, Self::LEN, input, (be_u8, be_u24))?;
-        Ok((
-            AethRepr {
-                syndrome: Syndrome(syndrome),
-                msn: Msn::new(msn),
-            },
-            rest,
-        ))
+        parse_fixed::<{ Self::LEN }, _>(Layer::Aeth, input, |b| AethRepr {
+            syndrome: Syndrome(b[0]),
+            msn: Msn::new(be24(b, 1)),
+        })
     }
 
     /// Writes the header.
@@ -161,21 +157,12 @@ impl AtomicEthRepr {
     /// Parses the header.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((va, rkey, swap_add, compare), rest) = parse_fixed(
-            Layer::AtomicEth,
-            Self::LEN,
-            input,
-            (be_u64, be_u32, be_u64, be_u64),
-        )?;
-        Ok((
-            AtomicEthRepr {
-                va,
-                rkey,
-                swap_add,
-                compare,
-            },
-            rest,
-        ))
+        parse_fixed::<{ Self::LEN }, _>(Layer::AtomicEth, input, |b| AtomicEthRepr {
+            va: be64(b, 0),
+            rkey: be32(b, 8),
+            swap_add: be64(b, 12),
+            compare: be64(b, 20),
+        })
     }
 
     /// Writes the header.
@@ -207,8 +194,7 @@ macro_rules! single_field_header {
             /// Parses the header.
             #[inline]
             pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-                let ($field, rest) = parse_fixed($layer, Self::LEN, input, $parser)?;
-                Ok(($name { $field }, rest))
+                parse_fixed::<{ Self::LEN }, _>($layer, input, |b| $name { $field: $parser(b, 0) })
             }
 
             /// Writes the header.
@@ -223,17 +209,17 @@ macro_rules! single_field_header {
 
 single_field_header!(
     /// Atomic ACK Extended Transport Header: the original value at the target.
-    AtomicAckEthRepr, Layer::AtomicAckEth, orig: u64, be_u64,
+    AtomicAckEthRepr, Layer::AtomicAckEth, orig: u64, be64,
     /// Value at the target before the atomic operation.
 );
 single_field_header!(
     /// Immediate data (opaque, delivered in network byte order).
-    ImmDtRepr, Layer::ImmDt, value: u32, be_u32,
+    ImmDtRepr, Layer::ImmDt, value: u32, be32,
     /// The 32-bit immediate.
 );
 single_field_header!(
     /// Invalidate Extended Transport Header.
-    IethRepr, Layer::Ieth, rkey: u32, be_u32,
+    IethRepr, Layer::Ieth, rkey: u32, be32,
     /// R_Key to invalidate.
 );
 
@@ -257,9 +243,10 @@ macro_rules! reserved_and_24 {
             /// Parses the header.
             #[inline]
             pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-                let ((reserved, $field), rest) =
-                    parse_fixed($layer, Self::LEN, input, (be_u8, be_u24))?;
-                Ok(($name { reserved, $field }, rest))
+                parse_fixed::<{ Self::LEN }, _>($layer, input, |b| $name {
+                    reserved: b[0],
+                    $field: be24(b, 1),
+                })
             }
 
             /// Writes the header; the number is masked to 24 bits.
@@ -303,16 +290,11 @@ impl DethRepr {
     /// Parses the header.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((qkey, reserved, src_qp), rest) =
-            parse_fixed(Layer::Deth, Self::LEN, input, (be_u32, be_u8, be_u24))?;
-        Ok((
-            DethRepr {
-                qkey,
-                reserved,
-                src_qp,
-            },
-            rest,
-        ))
+        parse_fixed::<{ Self::LEN }, _>(Layer::Deth, input, |b| DethRepr {
+            qkey: be32(b, 0),
+            reserved: b[4],
+            src_qp: be24(b, 5),
+        })
     }
 
     /// Writes the header; the source QP is masked to 24 bits.
@@ -344,15 +326,14 @@ impl FethRepr {
     /// Parses the header.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let (word, rest) = parse_fixed(Layer::Feth, Self::LEN, input, be_u32)?;
-        Ok((
+        parse_fixed::<{ Self::LEN }, _>(Layer::Feth, input, |b| {
+            let word = be32(b, 0);
             FethRepr {
                 reserved: word >> 6,
                 selectivity_level: ((word >> 4) & 0x3) as u8,
                 placement_type: (word & 0xF) as u8,
-            },
-            rest,
-        ))
+            }
+        })
     }
 
     /// Writes the header; fields are masked to their widths.
@@ -381,13 +362,7 @@ impl CnpRepr {
     /// Parses the reserved block.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let (bytes, rest) = parse_fixed(Layer::Cnp, Self::LEN, input, take(16usize))?;
-        Ok((
-            CnpRepr {
-                reserved: bytes.try_into().unwrap_or_default(),
-            },
-            rest,
-        ))
+        parse_fixed::<{ Self::LEN }, _>(Layer::Cnp, input, |b| CnpRepr { reserved: *b })
     }
 
     /// Writes the reserved block.

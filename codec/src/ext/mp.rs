@@ -1,9 +1,8 @@
 //! The MetaRoCE multipath headers, MPETH and SACKETH (SPEC.md, MP packet formats).
 
 use super::Syndrome;
-use crate::error::{Layer, WireError, check_emit, parse_fixed};
+use crate::error::{Layer, WireError, be16, be24, be32, be64, check_emit, parse_fixed};
 use crate::seq::{Msn, Psn};
-use nom::number::complete::{be_u8, be_u16, be_u24, be_u32, be_u64};
 
 /// MPETH flag bits (byte 0).
 pub mod mpeth_flags {
@@ -59,25 +58,19 @@ impl MpethRepr {
     /// Parses the header.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let ((flags, msn, offset, msg_len, timestamp), rest) = parse_fixed(
-            Layer::Mpeth,
-            Self::LEN,
-            input,
-            (be_u8, be_u24, be_u32, be_u32, be_u32),
-        )?;
-        Ok((
+        parse_fixed::<{ Self::LEN }, _>(Layer::Mpeth, input, |b| {
+            let flags = b[0];
             MpethRepr {
                 first: flags & mpeth_flags::FIRST != 0,
                 last: flags & mpeth_flags::LAST != 0,
                 retransmission: flags & mpeth_flags::RETRANSMISSION != 0,
                 reserved: flags & mpeth_flags::RESERVED,
-                msn: Msn::new(msn),
-                offset,
-                msg_len,
-                timestamp,
-            },
-            rest,
-        ))
+                msn: Msn::new(be24(b, 1)),
+                offset: be32(b, 4),
+                msg_len: be32(b, 8),
+                timestamp: be32(b, 12),
+            }
+        })
     }
 
     /// The flag byte as sent.
@@ -140,40 +133,22 @@ impl SackethRepr {
     /// Parses the header.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let (
-            (
-                syndrome,
-                msn,
-                flags,
-                sack_base_psn,
-                sack_bitmap,
-                echoed_entropy,
-                reserved,
-                echoed_timestamp,
-            ),
-            rest,
-        ) = parse_fixed(
-            Layer::Sacketh,
-            Self::LEN,
-            input,
-            (be_u8, be_u24, be_u8, be_u24, be_u64, be_u16, be_u16, be_u32),
-        )?;
-        Ok((
+        parse_fixed::<{ Self::LEN }, _>(Layer::Sacketh, input, |b| {
+            let flags = b[4];
             SackethRepr {
-                syndrome: Syndrome(syndrome),
-                msn: Msn::new(msn),
+                syndrome: Syndrome(b[0]),
+                msn: Msn::new(be24(b, 1)),
                 ecn_ce: flags & sacketh_flags::ECN_CE != 0,
                 retransmission: flags & sacketh_flags::RETRANSMISSION != 0,
                 trimmed: flags & sacketh_flags::TRIMMED != 0,
                 reserved_flags: flags & sacketh_flags::RESERVED,
-                sack_base_psn: Psn::new(sack_base_psn),
-                sack_bitmap,
-                echoed_entropy,
-                reserved,
-                echoed_timestamp,
-            },
-            rest,
-        ))
+                sack_base_psn: Psn::new(be24(b, 5)),
+                sack_bitmap: be64(b, 8),
+                echoed_entropy: be16(b, 16),
+                reserved: be16(b, 18),
+                echoed_timestamp: be32(b, 20),
+            }
+        })
     }
 
     /// The flag byte as sent.
