@@ -4,6 +4,7 @@ mod checks;
 mod conversation;
 mod dup;
 mod ops;
+mod robust;
 mod sequence;
 mod ud_uc;
 mod unknown;
