@@ -46,7 +46,7 @@ fn multi_packet_read_mr_read_2_read_3_read_6_msn_3() {
             _ => panic!("contents are known"),
         })
         .collect();
-    assert_eq!(got, expect, "MR-READ-6");
+    assert_eq!(got, expect, "MR-READ-6, MR-SEC-6: only bytes of the range");
     assert_eq!(next.epsn, Psn::new(10), "MR-RSP-1");
     assert_eq!(next.resources.len(), 1, "MR-DUP-3");
 }

@@ -27,6 +27,7 @@ fn states() -> Vec<ResponderState> {
     all
 }
 
+/// MR-ROB-5: every input has a defined outcome (and no panic, §9.1).
 #[test]
 fn every_opcode_with_odd_fields_has_an_outcome_mr_rob_5() {
     let lens = [0usize, 1, 8, PMTU as usize, PMTU as usize + 1];
