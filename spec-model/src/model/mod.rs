@@ -1,8 +1,12 @@
 //! The executable model: QP states and the requester and responder state
 //! machines, as pure functions of (state, event).
 
+pub mod knowledge;
 pub mod outcome;
+pub mod qp;
+pub mod responder;
 
+pub use knowledge::Knowledge;
 pub use outcome::{
     Cited, CompletionSpec, Effect, Field, Outcomes, PacketSpec, SyndromeSpec, WcStatus,
 };

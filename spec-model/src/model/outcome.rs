@@ -45,6 +45,14 @@ pub enum SyndromeSpec {
     },
     /// Exactly this syndrome (a NAK).
     Exact(Syndrome),
+    /// An ACK whose credit code is `code` or 31 (no limit): what a responder
+    /// that declares `credits` may send (MR-CRD-2).
+    AckCredits {
+        /// The credit code of the receive work requests posted and not consumed.
+        code: u8,
+    },
+    /// An RNR NAK with any timer code (the responder's `min_rnr_timer` is unknown).
+    AnyRnrNak,
 }
 
 impl SyndromeSpec {
@@ -54,6 +62,10 @@ impl SyndromeSpec {
             SyndromeSpec::AnyAck => syndrome.0 <= 0x1F,
             SyndromeSpec::RnrNak { timer } => syndrome.0 == 0x20 | (timer & 0x1F),
             SyndromeSpec::Exact(s) => s == syndrome,
+            SyndromeSpec::AckCredits { code } => {
+                syndrome.0 == (code & 0x1F) || syndrome == Syndrome::ACK_UNLIMITED
+            }
+            SyndromeSpec::AnyRnrNak => (0x20..=0x3F).contains(&syndrome.0),
         }
     }
 }
@@ -151,6 +163,12 @@ pub enum Effect {
     },
     /// A work completion.
     Complete(CompletionSpec),
+    /// The memory region or window named by `key` is invalidated (SEND with
+    /// Invalidate); the receive completion reports `key`.
+    Invalidate {
+        /// The invalidated R_Key.
+        key: u32,
+    },
     /// The QP enters ERR.
     EnterError,
     /// The packet is dropped with no state change and nothing sent; the counter
@@ -232,6 +250,12 @@ mod tests {
         assert!(SyndromeSpec::RnrNak { timer: 14 }.allows(Syndrome(0x2E)));
         assert!(!SyndromeSpec::RnrNak { timer: 14 }.allows(Syndrome(0x2D)));
         assert!(SyndromeSpec::Exact(Syndrome::NAK_PSN_SEQ).allows(Syndrome(0x60)));
+        let credits = SyndromeSpec::AckCredits { code: 3 };
+        assert!(credits.allows(Syndrome(0x03)) && credits.allows(Syndrome(0x1F)));
+        assert!(!credits.allows(Syndrome(0x04)));
+        assert!(SyndromeSpec::AnyRnrNak.allows(Syndrome(0x20)));
+        assert!(SyndromeSpec::AnyRnrNak.allows(Syndrome(0x3F)));
+        assert!(!SyndromeSpec::AnyRnrNak.allows(Syndrome(0x1F)));
     }
 
     #[test]

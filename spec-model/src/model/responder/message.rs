@@ -1,0 +1,323 @@
+//! In-sequence request packets: the opcode sequence, and SEND and RDMA WRITE
+//! messages (SPEC.md §6.6, §6.7, §6.12). RC uses every check with its NAK;
+//! UC ([`super::uc`]) runs the same checks and turns every failure into a
+//! silent drop.
+
+use super::op::{Op, Pos, op_of};
+use super::{
+    Branch, Eval, Fail, Message, NakState, RecvWr, ResponderState, WriteTarget, ack, memory, rdma,
+};
+use crate::model::{CompletionSpec, Effect, Field, Knowledge, Outcomes, WcStatus};
+use metaroce_codec::RocePacket;
+use metaroce_codec::ext::Syndrome;
+
+/// Largest RETH DMA length (MR-RSP-4, §10).
+pub(crate) const MAX_DMA_LEN: u32 = 1 << 31;
+
+/// A NAK 0x61 citing `reqs`.
+pub(crate) const fn invalid(reqs: &'static [&'static str]) -> Fail {
+    Fail::nak(Syndrome::NAK_INVALID_REQUEST, reqs)
+}
+
+/// A NAK 0x62 citing `reqs`.
+pub(crate) const fn access(reqs: &'static [&'static str]) -> Fail {
+    Fail::nak(Syndrome::NAK_REMOTE_ACCESS, reqs)
+}
+
+/// A packet whose opcode's headers are missing: cannot come from the codec,
+/// which parses the headers the opcode names; dropped as malformed.
+pub(crate) const MALFORMED: Fail = Fail::Drop {
+    reqs: &["MR-ROB-1"],
+    counter: Some("malformed_drops"),
+};
+
+/// The expected-PSN packet of an RC QP: opcode sequence, then the operation.
+pub(crate) fn execute_rc(
+    st: &ResponderState,
+    pkt: &RocePacket<'_>,
+    eval: &mut Eval,
+) -> Result<Branch, Fail> {
+    let op = op_of(pkt.bth.opcode);
+    let current = sequence(st, op, eval)?;
+    match op {
+        Op::Send { .. } | Op::Write { .. } => message(st, pkt, op, current, eval, true),
+        Op::Read => rdma::read(st, pkt, eval),
+        Op::CompareSwap | Op::FetchAdd => rdma::atomic(st, pkt, op, eval),
+        Op::Flush => rdma::flush(st, pkt, eval),
+        Op::AtomicWrite => rdma::atomic_write(st, pkt, eval),
+        Op::Response | Op::Reserved => Err(MALFORMED),
+    }
+}
+
+/// The opcode-sequence check (MR-RSP-2): the message this packet continues
+/// (`Some`) or `None` when it starts one (or is not a SEND or WRITE).
+pub(crate) fn sequence(
+    st: &ResponderState,
+    op: Op,
+    eval: &mut Eval,
+) -> Result<Option<Message>, Fail> {
+    let continues = matches!(
+        op,
+        Op::Send {
+            pos: Pos::Middle | Pos::Last,
+            ..
+        } | Op::Write {
+            pos: Pos::Middle | Pos::Last,
+            ..
+        }
+    );
+    let fail = invalid(&["MR-RSP-2"]);
+    match &st.in_progress {
+        Knowledge::Known(current) => {
+            let fits = match (current, op) {
+                (Some(Message::Send { .. }), Op::Send { .. })
+                | (Some(Message::Write { .. }), Op::Write { .. }) => continues,
+                (Some(_), _) => false,
+                (None, _) => !continues,
+            };
+            Eval::require(fits, fail)?;
+            Ok(current.clone())
+        }
+        // The observer never saw where the previous message ended: the packet
+        // may continue one, or break the sequence.
+        Knowledge::Unknown => {
+            eval.maybe.push(fail);
+            Ok(match op {
+                _ if !continues => None,
+                Op::Send { .. } => Some(Message::Send {
+                    recv: Knowledge::Unknown,
+                    received: 0,
+                }),
+                _ => Some(Message::Write {
+                    target: Knowledge::Unknown,
+                }),
+            })
+        }
+    }
+}
+
+fn payload_fits(pos: Pos, len: u64, pmtu: u64) -> bool {
+    match pos {
+        Pos::First | Pos::Middle => len == pmtu,
+        Pos::Last => (1..=pmtu).contains(&len),
+        Pos::Only => len <= pmtu,
+    }
+}
+
+/// A SEND or WRITE packet whose sequence is right. `rc` adds ACKs and MSN.
+pub(crate) fn message(
+    st: &ResponderState,
+    pkt: &RocePacket<'_>,
+    op: Op,
+    current: Option<Message>,
+    eval: &mut Eval,
+    rc: bool,
+) -> Result<Branch, Fail> {
+    let (pos, is_send, imm, inv) = match op {
+        Op::Send { pos, imm, inv } => (pos, true, imm, inv),
+        Op::Write { pos, imm } => (pos, false, imm, false),
+        _ => return Err(MALFORMED),
+    };
+    let psn = pkt.bth.psn;
+    let len = pkt.payload.len() as u64;
+    let pmtu = u64::from(st.attrs.pmtu);
+
+    // Access rights of the QP (MR-RSP-3): a WRITE needs remote write.
+    let reth = if !is_send && pos.starts() {
+        let Some(reth) = pkt.ext.reth else {
+            return Err(MALFORMED);
+        };
+        let ok = st.attrs.access.map(|a| a.remote_write);
+        eval.check(ok, invalid(&["MR-RSP-3"]))?;
+        Some(reth)
+    } else {
+        None
+    };
+
+    // Lengths (MR-RSP-4, MR-RSP-5).
+    Eval::require(payload_fits(pos, len, pmtu), invalid(&["MR-RSP-4"]))?;
+    let target: Knowledge<WriteTarget> = match (reth, &current) {
+        (Some(reth), _) => {
+            Eval::require(reth.dma_len <= MAX_DMA_LEN, invalid(&["MR-RSP-4"]))?;
+            Knowledge::Known(WriteTarget {
+                va: reth.va,
+                rkey: reth.rkey,
+                remaining: reth.dma_len,
+            })
+        }
+        (None, Some(Message::Write { target })) => *target,
+        _ => Knowledge::Unknown,
+    };
+    if let Knowledge::Known(t) = target {
+        Eval::require(len <= u64::from(t.remaining), invalid(&["MR-RSP-5"]))?;
+        if pos.ends() {
+            Eval::require(len == u64::from(t.remaining), invalid(&["MR-RSP-5"]))?;
+        }
+    }
+
+    // A receive work request (RNR, §6.11): SEND First/Only take one, a WRITE
+    // with Immediate takes one with its Last or Only packet.
+    let takes_wr = (is_send && pos.starts()) || (!is_send && imm);
+    let (recv, received) = match &current {
+        Some(Message::Send { recv, received }) => (*recv, *received),
+        _ => (Knowledge::Unknown, 0),
+    };
+    let recv: Knowledge<RecvWr> = if takes_wr {
+        match &st.recv_queue {
+            Knowledge::Known(q) => match q.front() {
+                Some(wr) => Knowledge::Known(*wr),
+                None => return Err(Fail::Rnr), // "MR-RNR-1"
+            },
+            Knowledge::Unknown => {
+                eval.maybe.push(Fail::Rnr);
+                Knowledge::Unknown
+            }
+        }
+    } else {
+        recv
+    };
+    let received = received.saturating_add(u32::try_from(len).unwrap_or(u32::MAX));
+
+    // The receive buffers of a SEND (MR-RSP-8, MR-RSP-9).
+    if let (true, Knowledge::Known(wr)) = (is_send, recv) {
+        Eval::require(
+            received <= wr.capacity,
+            Fail::Nak {
+                syndrome: Syndrome::NAK_INVALID_REQUEST,
+                reqs: &["MR-RSP-8"],
+                wc: Some((wr.id, WcStatus::RemInvReqErr)),
+            },
+        )?;
+        Eval::require(
+            wr.writable,
+            Fail::Nak {
+                syndrome: Syndrome::NAK_REMOTE_OP,
+                reqs: &["MR-RSP-9"],
+                wc: Some((wr.id, WcStatus::LocProtErr)),
+            },
+        )?;
+    }
+
+    // R_Key and range of the whole WRITE, on its first packet, before any
+    // byte is placed (MR-RSP-6, MR-SEC-5); never for DMA length 0 (MR-RSP-7).
+    if let Some(reth) = reth.filter(|r| r.dma_len > 0) {
+        let verdict = memory::check_key(
+            &st.memory,
+            st.attrs.pd,
+            reth.rkey,
+            reth.va,
+            u64::from(reth.dma_len),
+            super::AccessFlags::WRITE,
+            true,
+        );
+        match verdict {
+            Knowledge::Known(Ok(_)) => {}
+            Knowledge::Known(Err(fault)) => return Err(access(fault.reqs())),
+            Knowledge::Unknown => eval.maybe.push(access(&["MR-RSP-6", "MR-SEC-5"])),
+        }
+    }
+
+    // SEND with Invalidate (MR-RSP-10): the key must name an invalidatable
+    // region of the QP's protection domain.
+    let invalidate = if inv && pos.ends() {
+        let Some(ieth) = pkt.ext.ieth else {
+            return Err(MALFORMED);
+        };
+        let ok = st.memory.as_ref().map(|regions| {
+            regions
+                .iter()
+                .any(|r| r.rkey == ieth.rkey && r.pd == st.attrs.pd && !r.bound)
+        });
+        let fail = Fail::Nak {
+            syndrome: Syndrome::NAK_INVALID_REQUEST,
+            reqs: &["MR-RSP-10"],
+            wc: recv.get().map(|wr| (wr.id, WcStatus::RemInvReqErr)),
+        };
+        eval.check(ok, fail)?;
+        Some(ieth.rkey)
+    } else {
+        None
+    };
+
+    // Execute.
+    let mut next = st.clone();
+    next.nak = NakState::None; // "MR-NAK-2": an expected packet was executed
+    next.epsn = psn.add(1); // "MR-RSP-1"
+    let mut outcomes = Outcomes::none();
+    if takes_wr && let Some(q) = next.recv_queue.known_mut() {
+        q.pop_front(); // "MR-RSP-13": in posting order
+    }
+    let target = match target {
+        Knowledge::Known(t) if !is_send => {
+            if let Some(region) = memory::region_mut(&mut next.memory, t.rkey)
+                && len > 0
+                && region.covers(t.va, len)
+            {
+                region.write(t.va, pkt.payload);
+                // "MR-RSP-14": placed before the ACK that covers it.
+                outcomes = outcomes.require(
+                    &["MR-RSP-14"],
+                    Effect::Write {
+                        key: t.rkey,
+                        offset: region.offset(t.va),
+                        bytes: pkt.payload.to_vec(),
+                    },
+                );
+            }
+            Knowledge::Known(WriteTarget {
+                va: t.va.wrapping_add(len),
+                remaining: t
+                    .remaining
+                    .saturating_sub(u32::try_from(len).unwrap_or(u32::MAX)),
+                ..t
+            })
+        }
+        other => other,
+    };
+    if pos.ends() {
+        next.in_progress = Knowledge::Known(None);
+        if rc {
+            next.msn = next.msn.map(|m| m.add(1)); // "MR-MSN-1"
+        }
+        if let Some(key) = invalidate {
+            if let Some(regions) = next.memory.known_mut() {
+                regions.retain(|r| r.rkey != key); // "MR-RSP-10", then "MR-SEC-8"
+            }
+            outcomes = outcomes.require(&["MR-RSP-10"], Effect::Invalidate { key });
+        }
+        if let (true, Knowledge::Known(wr)) = (is_send || imm, recv) {
+            // "MR-RSP-12", "MR-EXT-4"
+            outcomes = outcomes.require(
+                &["MR-RSP-12", "MR-EXT-4"],
+                Effect::Complete(CompletionSpec {
+                    wr: wr.id,
+                    status: Field::Exact(WcStatus::Success),
+                    byte_len: if is_send {
+                        Field::Exact(received)
+                    } else {
+                        Field::Any
+                    },
+                    imm: Field::Exact(pkt.ext.immdt.map(|i| i.value)),
+                }),
+            );
+        }
+    } else {
+        next.in_progress = Knowledge::Known(Some(if is_send {
+            Message::Send { recv, received }
+        } else {
+            Message::Write { target }
+        }));
+    }
+    if rc {
+        let a = ack::ack(&next, psn);
+        outcomes = if pkt.bth.ack_req {
+            outcomes.require(ack::ack_reqs(&next), Effect::Send(a)) // "MR-ACK-1", "MR-ACK-2"
+        } else {
+            outcomes.allow(&["MR-ACK-5"], Effect::Send(a))
+        };
+    }
+    Ok(Branch {
+        state: next,
+        outcomes,
+    })
+}
