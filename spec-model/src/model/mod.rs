@@ -2,6 +2,7 @@
 //! machines, as pure functions of (state, event).
 
 pub mod outcome;
+pub mod requester;
 
 pub use outcome::{
     Cited, CompletionSpec, Effect, Field, Outcomes, PacketSpec, SyndromeSpec, WcStatus,
