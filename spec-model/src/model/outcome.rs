@@ -83,8 +83,9 @@ pub struct PacketSpec {
     /// AtomicAckETH original value (atomic acknowledgements).
     pub atomic_orig: Field<u64>,
     /// BTH flags, P_Key, request extension headers and payload length.
-    /// [`HeaderSpec::default`] constrains none of them.
-    pub headers: HeaderSpec,
+    /// [`HeaderSpec::default`] constrains none of them (boxed to keep
+    /// [`Effect`] small).
+    pub headers: Box<HeaderSpec>,
 }
 
 /// Constraints on the BTH flags, the P_Key, the request extension headers and
@@ -128,7 +129,7 @@ impl PacketSpec {
             msn: Field::Any,
             payload: Field::Any,
             atomic_orig: Field::Any,
-            headers: HeaderSpec::default(),
+            headers: Box::default(),
         }
     }
 }

@@ -88,7 +88,9 @@ pub fn from_request(r: &RequestPacket) -> Owned {
     p.bth.ack_req = r.ack_req == Field::Exact(true);
     p.ext.reth = r.reth;
     p.ext.atomic_eth = r.atomic_eth;
-    p.ext.immdt = r.immdt.map(|value| metaroce_codec::ext::ImmDtRepr { value });
+    p.ext.immdt = r
+        .immdt
+        .map(|value| metaroce_codec::ext::ImmDtRepr { value });
     p.ext.ieth = r.ieth.map(|rkey| metaroce_codec::ext::IethRepr { rkey });
     p.ext.feth = r.feth;
     p.ext.deth = r.deth;
@@ -139,9 +141,9 @@ pub fn enters_error(out: &Outcomes) -> bool {
 }
 
 pub fn dropped(out: &Outcomes, id: &str) -> bool {
-    out.required.iter().any(|c| {
-        matches!(c.value, Effect::Drop { .. }) && c.reqs.contains(&id)
-    })
+    out.required
+        .iter()
+        .any(|c| matches!(c.value, Effect::Drop { .. }) && c.reqs.contains(&id))
 }
 
 pub fn rc(pmtu: u32) -> RequesterAttrs {

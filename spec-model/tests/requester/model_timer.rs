@@ -2,10 +2,10 @@
 
 use crate::common::*;
 use metaroce_codec::Opcode;
+use metaroce_spec::model::WcStatus;
 use metaroce_spec::model::requester::{
     RequesterAttrs, RequesterState, RetransmitCause, WorkRequest, local_ack_timeout_ns, rnr_wait_ns,
 };
-use metaroce_spec::model::WcStatus;
 
 const T14: u64 = 67_108_864;
 
@@ -21,7 +21,10 @@ fn mr_tmr_1_2_3_window() {
     let s = one_send(rc(1024));
     let w = s.retransmit_window().unwrap();
     assert_eq!(w.cause, RetransmitCause::Timeout);
-    assert_eq!((w.earliest_ns, w.should_by_ns, w.must_by_ns), (T14, 2 * T14, Some(4 * T14)));
+    assert_eq!(
+        (w.earliest_ns, w.should_by_ns, w.must_by_ns),
+        (T14, 2 * T14, Some(4 * T14))
+    );
     let (s2, out) = s.clone().on_timer(T14 - 1);
     assert!(out.required.is_empty() && out.alternatives.is_empty());
     assert_eq!(s2, s, "MR-TMR-1: nothing changes before T");
@@ -57,10 +60,16 @@ fn mr_tmr_6_retry_cnt_7_is_seven_retries() {
 /// MR-TMR-5: retry_cnt 0 fails at the first timeout; a NAK 0x60 counts too.
 #[test]
 fn mr_tmr_5_counts_timeouts_and_naks() {
-    let s = one_send(RequesterAttrs { retry_cnt: 0, ..rc(1024) });
+    let s = one_send(RequesterAttrs {
+        retry_cnt: 0,
+        ..rc(1024)
+    });
     let (_, out) = s.on_timer(T14);
     assert_eq!(completions(&out), vec![(0, WcStatus::RetryExcErr)]);
-    let s = one_send(RequesterAttrs { retry_cnt: 1, ..rc(1024) });
+    let s = one_send(RequesterAttrs {
+        retry_cnt: 1,
+        ..rc(1024)
+    });
     let (s, out) = respond(s, &aeth_pkt(Opcode::RC_ACK, 0, 0x60), 5);
     assert_eq!(sent(&out), vec![(0x04, 0)]);
     let (_, out) = s.on_timer(5 + T14);
@@ -85,7 +94,10 @@ fn mr_tmr_7_reset_on_progress() {
 /// nothing retransmitted.
 #[test]
 fn mr_tmr_4_and_8_no_retransmission() {
-    let s = one_send(RequesterAttrs { timeout: 0, ..rc(1024) });
+    let s = one_send(RequesterAttrs {
+        timeout: 0,
+        ..rc(1024)
+    });
     assert!(s.retransmit_window().is_none());
     let (_, out) = s.on_timer(u64::MAX / 2);
     assert!(out.required.is_empty());
@@ -104,8 +116,16 @@ fn mr_rnr_3_4_wait_then_resend() {
     let (s, _) = s.post_send(WorkRequest::send(10), 0);
     let (s, _) = s.post_send(WorkRequest::send(2000), 0);
     let (s, out) = respond(s, &aeth_pkt(Opcode::RC_ACK, 1, 0x20 | 12), 1_000);
-    assert!(out.required.iter().all(|c| !matches!(c.value, metaroce_spec::model::Effect::Send(_))));
-    assert_eq!(completions(&out), vec![(0, WcStatus::Success)], "MR-RNR-4: PSN 0 acknowledged");
+    assert!(
+        out.required
+            .iter()
+            .all(|c| !matches!(c.value, metaroce_spec::model::Effect::Send(_)))
+    );
+    assert_eq!(
+        completions(&out),
+        vec![(0, WcStatus::Success)],
+        "MR-RNR-4: PSN 0 acknowledged"
+    );
     let w = s.retransmit_window().unwrap();
     assert_eq!(w.cause, RetransmitCause::Rnr);
     assert_eq!(w.earliest_ns, 1_000 + rnr_wait_ns(12));
@@ -122,7 +142,10 @@ fn mr_rnr_3_4_wait_then_resend() {
 /// with RNR_RETRY_EXC_ERR; 7 is unlimited.
 #[test]
 fn mr_rnr_6_exhaustion_and_unlimited() {
-    let mut s = one_send(RequesterAttrs { rnr_retry: 2, ..rc(1024) });
+    let mut s = one_send(RequesterAttrs {
+        rnr_retry: 2,
+        ..rc(1024)
+    });
     let mut now = 0;
     for _ in 0..2 {
         let (next, out) = respond(s, &aeth_pkt(Opcode::RC_ACK, 0, 0x21), now);
@@ -136,7 +159,10 @@ fn mr_rnr_6_exhaustion_and_unlimited() {
     assert_eq!(completions(&out), vec![(0, WcStatus::RnrRetryExcErr)]);
     assert!(enters_error(&out));
     assert_eq!(s.retry_left, 7);
-    let mut s = one_send(RequesterAttrs { rnr_retry: 7, ..rc(1024) });
+    let mut s = one_send(RequesterAttrs {
+        rnr_retry: 7,
+        ..rc(1024)
+    });
     for i in 0..50u64 {
         let (next, out) = respond(s, &aeth_pkt(Opcode::RC_ACK, 0, 0x21), i * 20_000);
         assert!(completions(&out).is_empty(), "7 is unlimited");

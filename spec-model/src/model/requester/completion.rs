@@ -27,10 +27,7 @@ pub(super) fn push_flush(out: &mut Outcomes, id: u64) {
 /// unsignaled work request may also complete silently with SUCCESS.
 pub(super) fn ud_oversize(w: &SendWqe) -> Outcomes {
     let reqs: &'static [&'static str] = &["MR-UD-4", "MR-UD-5"];
-    let error = Outcomes::none().require(
-        reqs,
-        completion(w.id, Field::Exact(WcStatus::LocLenErr)),
-    );
+    let error = Outcomes::none().require(reqs, completion(w.id, Field::Exact(WcStatus::LocLenErr)));
     let success = if w.wr.signaled {
         Outcomes::none().require(reqs, completion(w.id, Field::Exact(WcStatus::Success)))
     } else {
@@ -55,7 +52,8 @@ impl RequesterState {
                     }
                 }
                 WqePhase::Failed(status, reqs) => {
-                    *out = std::mem::take(out).require(reqs, completion(w.id, Field::Exact(status)));
+                    *out =
+                        std::mem::take(out).require(reqs, completion(w.id, Field::Exact(status)));
                 }
                 WqePhase::Waiting | WqePhase::Sent => return,
             }
@@ -112,10 +110,10 @@ impl RequesterState {
         self.una = new_una;
         self.retry_left = self.attrs.retry_cnt.min(7); // "MR-TMR-7"
         self.rnr_left = self.attrs.rnr_retry.min(7); // "MR-TMR-7"
-        if let Some(nak) = self.nak_retry_psn {
-            if new_una.is_after(nak) {
-                self.nak_retry_psn = None;
-            }
+        if let Some(nak) = self.nak_retry_psn
+            && new_una.is_after(nak)
+        {
+            self.nak_retry_psn = None;
         }
         self.timer_ref_ns = self.has_outstanding().then_some(now_ns);
     }

@@ -6,8 +6,8 @@ use metaroce_codec::ext::{AethRepr, SyndromeKind};
 /// Receive work requests a credit code stands for; `None` for code 31 (no limit).
 pub fn credit_count(code: u8) -> Option<u32> {
     const TABLE: [u32; 31] = [
-        0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
-        1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+        0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+        2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
     ];
     TABLE.get(usize::from(code & 0x1F)).copied()
 }

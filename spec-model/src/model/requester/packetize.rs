@@ -52,7 +52,7 @@ impl RequestPacket {
         PacketSpec {
             psn: Field::Exact(self.psn),
             dest_qp: Field::Exact(self.dest_qp),
-            headers: HeaderSpec {
+            headers: Box::new(HeaderSpec {
                 ack_req: self.ack_req.clone(),
                 se: Field::Exact(self.se),
                 pkey: Field::Exact(self.pkey),
@@ -63,7 +63,7 @@ impl RequestPacket {
                 feth: exact(self.feth),
                 deth: exact(self.deth),
                 payload_len: Field::Exact(self.payload_len),
-            },
+            }),
             ..PacketSpec::opcode(self.opcode)
         }
     }
@@ -237,12 +237,15 @@ pub fn packetize(wr: &WorkRequest, attrs: &RequesterAttrs, first_psn: Psn) -> Ve
             reth: Some(reth(va, rkey, wr.length)), // "MR-READ-1"
             ..base
         }],
-        (_, WrOp::CmpSwap {
-            va,
-            rkey,
-            compare,
-            swap,
-        }) => vec![RequestPacket {
+        (
+            _,
+            WrOp::CmpSwap {
+                va,
+                rkey,
+                compare,
+                swap,
+            },
+        ) => vec![RequestPacket {
             opcode: Opcode::RC_CMP_SWAP,
             atomic_eth: Some(AtomicEthRepr {
                 va,
@@ -262,12 +265,15 @@ pub fn packetize(wr: &WorkRequest, attrs: &RequesterAttrs, first_psn: Psn) -> Ve
             }),
             ..base
         }],
-        (_, WrOp::Flush {
-            va,
-            rkey,
-            selectivity,
-            placement,
-        }) => vec![RequestPacket {
+        (
+            _,
+            WrOp::Flush {
+                va,
+                rkey,
+                selectivity,
+                placement,
+            },
+        ) => vec![RequestPacket {
             opcode: Opcode::RC_FLUSH,
             feth: Some(FethRepr {
                 reserved: 0,

@@ -92,7 +92,9 @@ impl RequesterState {
                 Some(SyndromeKind::RnrNak { timer }) if outstanding => {
                     self.on_rnr_nak(p, timer, now_ns, out);
                 }
-                Some(SyndromeKind::Nak { code: 0 }) if outstanding => self.on_seq_nak(p, now_ns, out),
+                Some(SyndromeKind::Nak { code: 0 }) if outstanding => {
+                    self.on_seq_nak(p, now_ns, out)
+                }
                 Some(SyndromeKind::Nak { code }) if outstanding => {
                     // "MR-NAK-6": 1 → REM_INV_REQ_ERR, 2 → REM_ACCESS_ERR, 3–31 → REM_OP_ERR.
                     let status = match code {
@@ -218,7 +220,12 @@ impl RequesterState {
                 if self.attrs.reread_on_gap && w.reread_psn != Some(expected) {
                     self.queue[idx].reread_psn = Some(expected);
                     // "MR-READ-8": re-request from the first missing response at once.
-                    self.go_back(expected, now_ns, &["MR-READ-8", "MR-REQ-5", "MR-TMR-5"], out);
+                    self.go_back(
+                        expected,
+                        now_ns,
+                        &["MR-READ-8", "MR-REQ-5", "MR-TMR-5"],
+                        out,
+                    );
                 }
             } else {
                 *out = drop(&["MR-READ-7"], None);
@@ -230,10 +237,22 @@ impl RequesterState {
         let done_bytes = u64::from(w.responses) * u64::from(pmtu);
         let rest = w.wr.length.saturating_sub(done_bytes);
         let (want, len_ok) = match (w.stream_open, remaining) {
-            (false, 1) => (Opcode::RC_READ_RESPONSE_ONLY, pkt.payload.len() as u64 == rest),
-            (false, _) => (Opcode::RC_READ_RESPONSE_FIRST, pkt.payload.len() == pmtu as usize),
-            (true, 1) => (Opcode::RC_READ_RESPONSE_LAST, pkt.payload.len() as u64 == rest),
-            (true, _) => (Opcode::RC_READ_RESPONSE_MIDDLE, pkt.payload.len() == pmtu as usize),
+            (false, 1) => (
+                Opcode::RC_READ_RESPONSE_ONLY,
+                pkt.payload.len() as u64 == rest,
+            ),
+            (false, _) => (
+                Opcode::RC_READ_RESPONSE_FIRST,
+                pkt.payload.len() == pmtu as usize,
+            ),
+            (true, 1) => (
+                Opcode::RC_READ_RESPONSE_LAST,
+                pkt.payload.len() as u64 == rest,
+            ),
+            (true, _) => (
+                Opcode::RC_READ_RESPONSE_MIDDLE,
+                pkt.payload.len() == pmtu as usize,
+            ),
         };
         if op != want || !len_ok {
             // "MR-REQ-10": e.g. a Middle or Last when no READ response is in progress.

@@ -40,7 +40,11 @@ impl RequesterState {
         reqs: &'static [&'static str],
         out: &mut Outcomes,
     ) {
-        let from = if self.una.is_after(start) { self.una } else { start };
+        let from = if self.una.is_after(start) {
+            self.una
+        } else {
+            start
+        };
         let not_before = |p: Psn| p.distance(from) < HALF_SPACE;
         let mut packets = Vec::new();
         for w in self.queue.iter_mut() {

@@ -46,7 +46,8 @@ impl RequesterState {
             return true;
         }
         // "MR-REQ-7": at most max_rd_atomic RDMA-resource operations outstanding.
-        if w.wr.op.is_rdma_resource() && self.outstanding_rdma() >= usize::from(self.attrs.max_rd_atomic)
+        if w.wr.op.is_rdma_resource()
+            && self.outstanding_rdma() >= usize::from(self.attrs.max_rd_atomic)
         {
             return false;
         }
@@ -61,12 +62,13 @@ impl RequesterState {
         }
         // "MR-CRD-3": a receive-consuming message beyond the credit limit waits,
         // unless no message is unacknowledged; "MR-CRD-4": code 31 lifts the limit.
-        if self.attrs.credits && w.wr.op.is_receive_consuming() {
-            if let Some(limit) = self.credit_limit {
-                if self.next_msg_number.is_after(limit) && self.has_outstanding() {
-                    return false;
-                }
-            }
+        if self.attrs.credits
+            && w.wr.op.is_receive_consuming()
+            && let Some(limit) = self.credit_limit
+            && self.next_msg_number.is_after(limit)
+            && self.has_outstanding()
+        {
+            return false;
         }
         // "MR-PSN-4": no new packet 2^23 or more after the oldest unacknowledged PSN.
         let span = psn_span(&w.wr, self.attrs.pmtu);

@@ -81,7 +81,10 @@ pub enum WrOp {
 impl WrOp {
     /// SEND, SEND with Immediate or SEND with Invalidate.
     pub const fn is_send(self) -> bool {
-        matches!(self, WrOp::Send | WrOp::SendImm { .. } | WrOp::SendInv { .. })
+        matches!(
+            self,
+            WrOp::Send | WrOp::SendImm { .. } | WrOp::SendInv { .. }
+        )
     }
 
     /// RDMA WRITE with or without Immediate.

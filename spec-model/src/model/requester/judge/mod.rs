@@ -148,7 +148,10 @@ impl RequestStreamJudge {
                 self.reported_error = true;
                 f.push(Finding::new(
                     "MR-QP-5",
-                    format!("request PSN {} sent after a fatal NAK moved the QP to ERR", pkt.bth.psn),
+                    format!(
+                        "request PSN {} sent after a fatal NAK moved the QP to ERR",
+                        pkt.bth.psn
+                    ),
                 ));
             }
             return f;
@@ -156,7 +159,10 @@ impl RequestStreamJudge {
         if !self.is_request(pkt.bth.opcode) {
             f.push(Finding::new(
                 "MR-OPC-5",
-                format!("{} is not a request opcode of a {:?} QP", pkt.bth.opcode, self.config.qp_type),
+                format!(
+                    "{} is not a request opcode of a {:?} QP",
+                    pkt.bth.opcode, self.config.qp_type
+                ),
             ));
             return f;
         }
@@ -226,10 +232,9 @@ impl RequestStreamJudge {
 
     fn is_request(&self, op: Opcode) -> bool {
         match (self.config.qp_type, op.class()) {
-            (QpType::Rc, ServiceClass::Rc) => matches!(
-                op.0,
-                0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17 | 0x1C | 0x1D
-            ),
+            (QpType::Rc, ServiceClass::Rc) => {
+                matches!(op.0, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17 | 0x1C | 0x1D)
+            }
             (QpType::Uc, ServiceClass::Uc) => op.operation() <= 0x0B,
             (QpType::Ud, _) => matches!(op, Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_IMM),
             _ => false,
@@ -299,16 +304,19 @@ impl RequestStreamJudge {
 
     fn on_ud(&mut self, pkt: &RocePacket<'_>, f: &mut Vec<Finding>) {
         let psn = pkt.bth.psn;
-        if let Some(next) = self.next_psn {
-            if psn != next {
-                f.push(Finding::new(
-                    "MR-UD-1",
-                    format!("UD PSN {psn}, expected {next} (one more per packet)"),
-                ));
-            }
+        if let Some(next) = self.next_psn
+            && psn != next
+        {
+            f.push(Finding::new(
+                "MR-UD-1",
+                format!("UD PSN {psn}, expected {next} (one more per packet)"),
+            ));
         }
         if pkt.bth.ack_req {
-            f.push(Finding::new("MR-UD-1", format!("UD packet PSN {psn} has AckReq set")));
+            f.push(Finding::new(
+                "MR-UD-1",
+                format!("UD packet PSN {psn} has AckReq set"),
+            ));
         }
         let len = pkt.payload.len() as u32;
         if let Some(p) = self.pmtu.single() {

@@ -31,7 +31,9 @@ impl PmtuSet {
 
     /// The PMTU when exactly one candidate is left.
     pub fn single(self) -> Option<u32> {
-        (self.0.count_ones() == 1).then(|| self.values().next()).flatten()
+        (self.0.count_ones() == 1)
+            .then(|| self.values().next())
+            .flatten()
     }
 
     /// The largest candidate.

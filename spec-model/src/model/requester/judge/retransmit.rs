@@ -17,15 +17,14 @@ impl RequestStreamJudge {
         f: &mut Vec<Finding>,
     ) {
         let psn = pkt.bth.psn;
-        if let Some(acked) = self.acked {
-            if !psn.is_after(acked) {
-                f.push(Finding::new(
-                    "MR-REQ-6",
-                    format!("retransmits PSN {psn}, already acknowledged (up to {acked})"),
-                ));
-            }
+        if let Some(acked) = self.acked
+            && !psn.is_after(acked)
+        {
+            f.push(Finding::new(
+                "MR-REQ-6",
+                format!("retransmits PSN {psn}, already acknowledged (up to {acked})"),
+            ));
         }
-        let span = self.check_identical(pkt, now_ns, f);
         match self.retx {
             Some(r) if r.cursor == psn => {}
             Some(r) if psn.is_after(r.cursor) => self.report_skip(r, psn, psn, f),
@@ -34,13 +33,19 @@ impl RequestStreamJudge {
                 self.retx = Some(Retx { cursor: psn, cause });
             }
         }
+        let span = self.check_identical(pkt, now_ns, f);
         if let Some(r) = self.retx.as_mut() {
             r.cursor = psn.add(span);
         }
     }
 
     /// Where and when a new retransmission starts, by what it answers.
-    fn classify_start(&mut self, pkt: &RocePacket<'_>, now_ns: Option<u64>, f: &mut Vec<Finding>) -> Cause {
+    fn classify_start(
+        &mut self,
+        pkt: &RocePacket<'_>,
+        now_ns: Option<u64>,
+        f: &mut Vec<Finding>,
+    ) -> Cause {
         let psn = pkt.bth.psn;
         if let Some(nak) = self.seq_nak.take() {
             // "MR-NAK-5": resume at the NAK PSN ("MR-REQ-4": or at an earlier
@@ -54,14 +59,14 @@ impl RequestStreamJudge {
             }
             return Cause::SeqNak(nak);
         }
-        if let Some(nak) = self.repeated_nak.take() {
-            if psn == nak {
-                f.push(Finding::new(
-                    "MR-TMR-9",
-                    format!("second go-back-N retry for a repeated NAK 0x60 PSN {nak}"),
-                ));
-                return Cause::SeqNak(nak);
-            }
+        if let Some(nak) = self.repeated_nak.take()
+            && psn == nak
+        {
+            f.push(Finding::new(
+                "MR-TMR-9",
+                format!("second go-back-N retry for a repeated NAK 0x60 PSN {nak}"),
+            ));
+            return Cause::SeqNak(nak);
         }
         if let Some((rnr_psn, arrived, wait)) = self.rnr.take() {
             if psn != rnr_psn {
@@ -97,13 +102,16 @@ impl RequestStreamJudge {
     /// unacknowledged PSN, inside the window of MR-TMR-1 … MR-TMR-4.
     fn check_timeout(&self, psn: Psn, now_ns: Option<u64>, f: &mut Vec<Finding>) {
         let una = self.acked.map(|a| a.add(1));
-        if let Some(una) = una {
-            if psn.is_after(una) && self.holding(una).is_some() {
-                f.push(Finding::new(
-                    "MR-REQ-5",
-                    format!("timeout retry starts at PSN {psn}, after the oldest unacknowledged PSN {una}"),
-                ));
-            }
+        if let Some(una) = una
+            && psn.is_after(una)
+            && self.holding(una).is_some()
+        {
+            f.push(Finding::new(
+                "MR-REQ-5",
+                format!(
+                    "timeout retry starts at PSN {psn}, after the oldest unacknowledged PSN {una}"
+                ),
+            ));
         }
         let (Some(timeout), Some(now)) = (self.config.timeout, now_ns) else {
             return;
@@ -129,12 +137,18 @@ impl RequestStreamJudge {
         } else if elapsed > 4 * t {
             f.push(Finding::new(
                 "MR-TMR-2",
-                format!("timeout retry of PSN {psn} after {elapsed} ns, later than 4T = {} ns", 4 * t),
+                format!(
+                    "timeout retry of PSN {psn} after {elapsed} ns, later than 4T = {} ns",
+                    4 * t
+                ),
             ));
         } else if elapsed > 2 * t {
             f.push(Finding::new(
                 "MR-TMR-3",
-                format!("timeout retry of PSN {psn} after {elapsed} ns, later than 2T = {} ns", 2 * t),
+                format!(
+                    "timeout retry of PSN {psn} after {elapsed} ns, later than 2T = {} ns",
+                    2 * t
+                ),
             ));
         }
     }
@@ -142,7 +156,12 @@ impl RequestStreamJudge {
     /// Compares a retransmission with the original ("MR-REQ-5"); a READ
     /// re-request inside its block must ask for the missing rest. Returns the
     /// PSNs the packet covers.
-    fn check_identical(&mut self, pkt: &RocePacket<'_>, now_ns: Option<u64>, f: &mut Vec<Finding>) -> u32 {
+    fn check_identical(
+        &mut self,
+        pkt: &RocePacket<'_>,
+        now_ns: Option<u64>,
+        f: &mut Vec<Finding>,
+    ) -> u32 {
         let psn = pkt.bth.psn;
         let pmtu = self.pmtu.single();
         let Some((first, orig)) = self.holding(psn).map(|(k, s)| (k, s.clone())) else {
@@ -152,11 +171,24 @@ impl RequestStreamJudge {
         let mut expected_ext = orig.ext;
         if offset > 0 {
             // Only a READ block holds PSNs other than its first.
+            let read = orig.opcode == Opcode::RC_READ_REQUEST;
+            if read && pkt.bth.opcode != Opcode::RC_READ_REQUEST {
+                f.push(Finding::new(
+                    "MR-PSN-3",
+                    format!(
+                        "{} at PSN {psn} lies in the PSNs reserved by the READ at PSN {first}",
+                        pkt.bth.opcode
+                    ),
+                ));
+                return 1;
+            }
             match (orig.opcode == Opcode::RC_READ_REQUEST, orig.ext.reth, pmtu) {
                 (true, Some(mut reth), Some(p)) => {
                     let done = u64::from(offset) * u64::from(p);
                     reth.va = reth.va.wrapping_add(done);
-                    reth.dma_len = reth.dma_len.saturating_sub(u32::try_from(done).unwrap_or(u32::MAX));
+                    reth.dma_len = reth
+                        .dma_len
+                        .saturating_sub(u32::try_from(done).unwrap_or(u32::MAX));
                     expected_ext.reth = Some(reth);
                 }
                 _ => return orig.span - offset,
@@ -175,10 +207,10 @@ impl RequestStreamJudge {
                 ),
             ));
         }
-        if let Some(s) = self.sent.get_mut(&first.value()) {
-            if offset == 0 {
-                s.last_tx_ns = now_ns;
-            }
+        if let Some(s) = self.sent.get_mut(&first.value())
+            && offset == 0
+        {
+            s.last_tx_ns = now_ns;
         }
         orig.span.max(1) - offset
     }
@@ -208,17 +240,15 @@ impl RequestStreamJudge {
     }
 
     fn is_rdma_request(&self, psn: Psn) -> bool {
-        self.holding(psn).is_some_and(|(_, s)| {
-            matches!(s.opcode.0, 0x0C | 0x13 | 0x14 | 0x1C | 0x1D)
-        })
+        self.holding(psn)
+            .is_some_and(|(_, s)| matches!(s.opcode.0, 0x0C | 0x13 | 0x14 | 0x1C | 0x1D))
     }
 
     /// `psn` lies inside a READ block past its first PSN, or is a READ whose
     /// earlier responses arrived: a re-request from the first missing response.
     fn is_partial_read(&self, psn: Psn) -> bool {
-        self.holding(psn).is_some_and(|(first, s)| {
-            s.opcode == Opcode::RC_READ_REQUEST && psn != first
-        }) && self.acked.is_some_and(|a| a.add(1) == psn)
+        self.holding(psn)
+            .is_some_and(|(first, s)| s.opcode == Opcode::RC_READ_REQUEST && psn != first)
+            && self.acked.is_some_and(|a| a.add(1) == psn)
     }
 }
-

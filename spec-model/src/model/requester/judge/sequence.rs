@@ -105,7 +105,9 @@ impl RequestStreamJudge {
             if !ok {
                 f.push(Finding::new(
                     "MR-PKT-1",
-                    format!("{name} at PSN {psn} carries {len} B, which no PMTU allows at its position"),
+                    format!(
+                        "{name} at PSN {psn} carries {len} B, which no PMTU allows at its position"
+                    ),
                 ));
             }
         }
@@ -115,13 +117,19 @@ impl RequestStreamJudge {
             if reth.dma_len > MAX_DMA {
                 f.push(Finding::new(
                     "MR-EXT-5",
-                    format!("{name} at PSN {psn}: RETH DMA length {} > 2^31", reth.dma_len),
+                    format!(
+                        "{name} at PSN {psn}: RETH DMA length {} > 2^31",
+                        reth.dma_len
+                    ),
                 ));
             }
             if is_write && pos == Position::Only && reth.dma_len != len {
                 f.push(Finding::new(
                     "MR-PKT-3",
-                    format!("{name} at PSN {psn}: RETH DMA length {} but {len} B sent", reth.dma_len),
+                    format!(
+                        "{name} at PSN {psn}: RETH DMA length {} but {len} B sent",
+                        reth.dma_len
+                    ),
                 ));
             }
         }
@@ -136,10 +144,12 @@ impl RequestStreamJudge {
 
         // AckReq: "MR-PKT-6" (RC), "MR-UC-1" (UC).
         let last = matches!(pos, Position::Last | Position::Only);
-        let needs_ack = (is_send || is_write) && last
-            || matches!(op.0, 0x13 | 0x14 | 0x1C | 0x1D);
+        let needs_ack = (is_send || is_write) && last || matches!(op.0, 0x13 | 0x14 | 0x1C | 0x1D);
         if uc && bth.ack_req {
-            f.push(Finding::new("MR-UC-1", format!("UC {name} at PSN {psn} has AckReq set")));
+            f.push(Finding::new(
+                "MR-UC-1",
+                format!("UC {name} at PSN {psn} has AckReq set"),
+            ));
         } else if !uc && needs_ack && !bth.ack_req {
             f.push(Finding::new(
                 "MR-PKT-6",
@@ -176,16 +186,16 @@ impl RequestStreamJudge {
                 ));
             }
             if pos == Position::Last {
-                if let Some(dma) = m.dma_len {
-                    if m.bytes != u64::from(dma) {
-                        f.push(Finding::new(
-                            "MR-PKT-3",
-                            format!(
-                                "WRITE from PSN {}: RETH DMA length {dma} but {} B sent",
-                                m.first_psn, m.bytes
-                            ),
-                        ));
-                    }
+                if let Some(dma) = m.dma_len
+                    && m.bytes != u64::from(dma)
+                {
+                    f.push(Finding::new(
+                        "MR-PKT-3",
+                        format!(
+                            "WRITE from PSN {}: RETH DMA length {dma} but {} B sent",
+                            m.first_psn, m.bytes
+                        ),
+                    ));
                 }
                 self.msg = None;
             }
