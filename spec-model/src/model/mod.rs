@@ -4,6 +4,7 @@
 pub mod knowledge;
 pub mod outcome;
 pub mod qp;
+pub mod requester;
 pub mod responder;
 
 pub use knowledge::Knowledge;

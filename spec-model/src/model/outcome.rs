@@ -8,7 +8,7 @@
 //! them. Every effect carries the requirement IDs that demand or allow it, so
 //! a mismatch becomes a [`crate::Finding`] against the right requirement.
 
-use metaroce_codec::ext::Syndrome;
+use metaroce_codec::ext::{AtomicEthRepr, DethRepr, FethRepr, RethRepr, Syndrome};
 use metaroce_codec::{Msn, Opcode, Psn};
 
 /// A constraint on one observed value.
@@ -20,6 +20,13 @@ pub enum Field<T> {
     Exact(T),
     /// One of these values.
     OneOf(Vec<T>),
+}
+
+impl<T> Default for Field<T> {
+    /// [`Field::Any`]: no constraint.
+    fn default() -> Self {
+        Field::Any
+    }
 }
 
 impl<T: PartialEq> Field<T> {
@@ -87,6 +94,40 @@ pub struct PacketSpec {
     pub payload: Field<Vec<u8>>,
     /// AtomicAckETH original value (atomic acknowledgements).
     pub atomic_orig: Field<u64>,
+    /// BTH flags, P_Key, request extension headers and payload length.
+    /// [`HeaderSpec::default`] constrains none of them (boxed to keep
+    /// [`Effect`] small).
+    pub headers: Box<HeaderSpec>,
+}
+
+/// Constraints on the BTH flags, the P_Key, the request extension headers and
+/// the payload length of a packet (used by the requester model; every field
+/// defaults to [`Field::Any`]).
+///
+/// A header constrained to `Exact(h)` must be present with exactly those
+/// values; which headers a packet carries at all follows from its opcode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeaderSpec {
+    /// BTH AckReq.
+    pub ack_req: Field<bool>,
+    /// BTH SE (solicited event).
+    pub se: Field<bool>,
+    /// BTH P_Key.
+    pub pkey: Field<u16>,
+    /// RETH.
+    pub reth: Field<RethRepr>,
+    /// AtomicETH.
+    pub atomic_eth: Field<AtomicEthRepr>,
+    /// Immediate data.
+    pub immdt: Field<u32>,
+    /// IETH R_Key.
+    pub ieth: Field<u32>,
+    /// FETH.
+    pub feth: Field<FethRepr>,
+    /// DETH.
+    pub deth: Field<DethRepr>,
+    /// Payload bytes (pad excluded).
+    pub payload_len: Field<u32>,
 }
 
 impl PacketSpec {
@@ -100,6 +141,7 @@ impl PacketSpec {
             msn: Field::Any,
             payload: Field::Any,
             atomic_orig: Field::Any,
+            headers: Box::default(),
         }
     }
 }

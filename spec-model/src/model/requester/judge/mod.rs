@@ -1,0 +1,334 @@
+//! A judge of observed request streams: checks, packet by packet, what a
+//! third-party requester (for example Linux rxe) puts on the wire, knowing
+//! neither its work requests nor, necessarily, its PMTU or `timeout`.
+//!
+//! The judge learns messages from the packets (a SEND First starts a message,
+//! a READ request reserves its response PSNs, …), learns the first PSN it
+//! sees, and follows acknowledgements from the responses. It reports
+//! [`Finding`]s for requirements visible on the wire: PSN progression and
+//! READ reservation (MR-PSN-3, MR-PSN-4), packetization and opcode sequence
+//! (MR-PKT-1, MR-PKT-2), RETH (MR-PKT-3), AckReq (MR-PKT-6, MR-PKT-7), SE
+//! (MR-BTH-7), go-back-N after a sequence NAK (MR-NAK-5), RNR waits
+//! (MR-RNR-3, MR-RNR-4, MR-RNR-5), retransmission of acknowledged PSNs
+//! (MR-REQ-6), retransmission contents (MR-REQ-5), timeout windows (MR-TMR-1
+//! to MR-TMR-4, when timestamps and `timeout` are known) and silence after a
+//! fatal NAK (MR-QP-5). UC and UD streams get their own rules (MR-UC-1,
+//! MR-UD-1, MR-UD-4).
+
+mod pmtu;
+mod retransmit;
+mod sequence;
+
+pub use pmtu::{PMTUS, PmtuSet};
+
+use super::attrs::QpType;
+use super::psn::{HALF_SPACE, in_block, packet_count};
+use super::rnr::rnr_wait_ns;
+use crate::Finding;
+use metaroce_codec::ext::{ExtHeaders, SyndromeKind};
+use metaroce_codec::{Opcode, Psn, RocePacket, ServiceClass};
+use std::collections::HashMap;
+
+/// What the judge is told about the observed QP; everything else it learns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JudgeConfig {
+    /// Service type of the observed QP.
+    pub qp_type: QpType,
+    /// PMTU, if known; otherwise learnt from packet lengths.
+    pub pmtu: Option<u32>,
+    /// The requester's `timeout` attribute, if known (timing checks need it
+    /// and timestamps).
+    pub timeout: Option<u8>,
+}
+
+/// The first transmission of a request packet, kept until acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Sent {
+    opcode: Opcode,
+    se: bool,
+    ext: ExtHeaders,
+    payload: Vec<u8>,
+    /// PSNs it occupies (a READ: its response PSNs).
+    span: u32,
+    /// Last (re)transmission.
+    last_tx_ns: Option<u64>,
+}
+
+/// Why a retransmission started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    SeqNak(Psn),
+    Rnr,
+    ReadGap,
+    Timeout,
+}
+
+/// A retransmission in progress: the PSN its next packet should carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Retx {
+    cursor: Psn,
+    cause: Cause,
+}
+
+/// A SEND or WRITE message of several packets in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Msg {
+    write: bool,
+    first_psn: Psn,
+    /// Payload bytes so far.
+    bytes: u64,
+    /// RETH DMA length of a WRITE (unknown when the First was not seen).
+    dma_len: Option<u32>,
+    /// Consecutive packets without AckReq.
+    since_ack_req: u32,
+}
+
+/// Checks an observed request stream; see the module documentation.
+#[derive(Clone, Debug)]
+pub struct RequestStreamJudge {
+    config: JudgeConfig,
+    pmtu: PmtuSet,
+    /// PSN after the last new PSN sent (READ reservations included).
+    next_psn: Option<Psn>,
+    /// A READ whose reservation is not known yet (PMTU not known): PSN and length.
+    read_unsized: Option<(Psn, u64)>,
+    /// Highest PSN acknowledged.
+    acked: Option<Psn>,
+    last_ack_ns: Option<u64>,
+    sent: HashMap<u32, Sent>,
+    msg: Option<Msg>,
+    retx: Option<Retx>,
+    seq_nak: Option<Psn>,
+    /// A NAK 0x60 repeated the PSN of the retry in progress (MR-TMR-9).
+    repeated_nak: Option<Psn>,
+    /// RNR NAK PSN, arrival and wait.
+    rnr: Option<(Psn, Option<u64>, u64)>,
+    /// A fatal NAK moved the QP to ERR.
+    errored: bool,
+    reported_error: bool,
+}
+
+impl RequestStreamJudge {
+    /// A judge that has seen nothing yet.
+    pub fn new(config: JudgeConfig) -> Self {
+        let pmtu = config.pmtu.map_or(PmtuSet::ALL, PmtuSet::known);
+        RequestStreamJudge {
+            config,
+            pmtu,
+            next_psn: None,
+            read_unsized: None,
+            acked: None,
+            last_ack_ns: None,
+            sent: HashMap::new(),
+            msg: None,
+            retx: None,
+            seq_nak: None,
+            repeated_nak: None,
+            rnr: None,
+            errored: false,
+            reported_error: false,
+        }
+    }
+
+    /// The PMTU candidates still consistent with the stream.
+    pub fn pmtu_candidates(&self) -> PmtuSet {
+        self.pmtu
+    }
+
+    /// The PSN the next new request packet should carry, once learnt.
+    pub fn next_psn(&self) -> Option<Psn> {
+        self.next_psn
+    }
+
+    /// The requester sent `pkt` at `now_ns` (if timestamps are known).
+    pub fn on_request(&mut self, pkt: &RocePacket<'_>, now_ns: Option<u64>) -> Vec<Finding> {
+        let mut f = Vec::new();
+        if self.errored {
+            if !self.reported_error {
+                self.reported_error = true;
+                f.push(Finding::new(
+                    "MR-QP-5",
+                    format!(
+                        "request PSN {} sent after a fatal NAK moved the QP to ERR",
+                        pkt.bth.psn
+                    ),
+                ));
+            }
+            return f;
+        }
+        if !self.is_request(pkt.bth.opcode) {
+            f.push(Finding::new(
+                "MR-OPC-5",
+                format!(
+                    "{} is not a request opcode of a {:?} QP",
+                    pkt.bth.opcode, self.config.qp_type
+                ),
+            ));
+            return f;
+        }
+        if self.config.qp_type == QpType::Ud {
+            self.on_ud(pkt, &mut f);
+            return f;
+        }
+        let psn = pkt.bth.psn;
+        let Some(next) = self.next_psn else {
+            self.on_new(pkt, now_ns, true, &mut f);
+            return f;
+        };
+        if psn.distance(next) < HALF_SPACE {
+            self.check_reservation(psn, next, &mut f);
+            self.end_retransmission(psn, &mut f);
+            self.on_new(pkt, now_ns, false, &mut f);
+        } else if self.config.qp_type == QpType::Uc {
+            f.push(Finding::new(
+                "MR-UC-1",
+                format!("UC packet PSN {psn} repeats an earlier PSN (a retransmission)"),
+            ));
+        } else {
+            self.on_retransmit(pkt, now_ns, &mut f);
+        }
+        f
+    }
+
+    /// The responder sent `pkt` (a response) at `now_ns`.
+    pub fn on_response(&mut self, pkt: &RocePacket<'_>, now_ns: Option<u64>) {
+        let op = pkt.bth.opcode;
+        if !(Opcode::RC_READ_RESPONSE_FIRST.0..=Opcode::RC_ATOMIC_ACK.0).contains(&op.0) {
+            return;
+        }
+        let psn = pkt.bth.psn;
+        if let Some(next) = self.next_psn {
+            // Responses outside the outstanding window are dropped by the requester.
+            if psn.distance(next) < HALF_SPACE {
+                return;
+            }
+        }
+        if matches!(
+            op,
+            Opcode::RC_READ_RESPONSE_FIRST | Opcode::RC_READ_RESPONSE_MIDDLE
+        ) {
+            let len = pkt.payload.len() as u32;
+            self.pmtu.narrow(|p| p == len);
+        }
+        match pkt.ext.aeth.map(|a| a.syndrome.kind()) {
+            None | Some(SyndromeKind::Ack { .. }) => self.set_acked(psn, now_ns),
+            Some(SyndromeKind::Nak { code: 0 }) => {
+                self.set_acked(psn.sub(1), now_ns);
+                let in_progress = self.retx.is_some_and(|r| r.cause == Cause::SeqNak(psn));
+                if in_progress {
+                    self.repeated_nak = Some(psn);
+                } else {
+                    self.seq_nak = Some(psn);
+                }
+            }
+            Some(SyndromeKind::RnrNak { timer }) => {
+                self.set_acked(psn.sub(1), now_ns);
+                self.rnr = Some((psn, now_ns, rnr_wait_ns(timer)));
+            }
+            Some(SyndromeKind::Nak { .. }) => self.errored = true,
+            Some(SyndromeKind::Reserved { .. }) => {}
+        }
+    }
+
+    fn is_request(&self, op: Opcode) -> bool {
+        match (self.config.qp_type, op.class()) {
+            (QpType::Rc, ServiceClass::Rc) => {
+                matches!(op.0, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17 | 0x1C | 0x1D)
+            }
+            (QpType::Uc, ServiceClass::Uc) => op.operation() <= 0x0B,
+            (QpType::Ud, _) => matches!(op, Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_IMM),
+            _ => false,
+        }
+    }
+
+    /// Acknowledgement of every PSN up to `p`.
+    fn set_acked(&mut self, p: Psn, now_ns: Option<u64>) {
+        if self.acked.is_some_and(|a| !p.is_after(a)) {
+            return;
+        }
+        self.acked = Some(p);
+        self.last_ack_ns = now_ns;
+        if self.seq_nak.is_some_and(|n| !n.is_after(p)) {
+            self.seq_nak = None;
+        }
+        self.repeated_nak = None;
+        self.sent.retain(|&k, s| {
+            let last = Psn::new(k).add(s.span.max(1) - 1);
+            last.is_after(p)
+        });
+    }
+
+    /// A new packet arrives at `psn` while a READ's reservation is unsized or
+    /// PSNs were skipped ("MR-PSN-3").
+    fn check_reservation(&mut self, psn: Psn, next: Psn, f: &mut Vec<Finding>) {
+        if let Some((read_psn, len)) = self.read_unsized.take() {
+            let n = psn.distance(read_psn);
+            if !self.pmtu.narrow(|p| packet_count(len, p) == n) {
+                f.push(Finding::new(
+                    "MR-PSN-3",
+                    format!(
+                        "PSN {psn} follows a READ of {len} B at PSN {read_psn}: {n} PSNs reserved, which fits no PMTU"
+                    ),
+                ));
+            }
+            return;
+        }
+        if psn != next {
+            f.push(Finding::new(
+                "MR-PSN-3",
+                format!(
+                    "new request PSN {psn}, expected {next}: {} PSN(s) skipped",
+                    psn.distance(next)
+                ),
+            ));
+        }
+    }
+
+    /// PSNs a READ request occupies: exact when the PMTU is known, otherwise
+    /// the fewest any candidate gives (the reservation is checked later).
+    fn read_span(&mut self, psn: Psn, len: u64) -> u32 {
+        if let Some(p) = self.pmtu.single() {
+            return packet_count(len, p);
+        }
+        self.read_unsized = Some((psn, len));
+        packet_count(len, self.pmtu.largest())
+    }
+
+    /// The `Sent` entry whose block holds `psn`.
+    fn holding(&self, psn: Psn) -> Option<(Psn, &Sent)> {
+        self.sent
+            .iter()
+            .map(|(&k, s)| (Psn::new(k), s))
+            .find(|(k, s)| in_block(psn, *k, s.span.max(1)))
+    }
+
+    fn on_ud(&mut self, pkt: &RocePacket<'_>, f: &mut Vec<Finding>) {
+        let psn = pkt.bth.psn;
+        if let Some(next) = self.next_psn
+            && psn != next
+        {
+            f.push(Finding::new(
+                "MR-UD-1",
+                format!("UD PSN {psn}, expected {next} (one more per packet)"),
+            ));
+        }
+        if pkt.bth.ack_req {
+            f.push(Finding::new(
+                "MR-UD-1",
+                format!("UD packet PSN {psn} has AckReq set"),
+            ));
+        }
+        let len = pkt.payload.len() as u32;
+        if let Some(p) = self.pmtu.single() {
+            if len > p {
+                f.push(Finding::new(
+                    "MR-UD-4",
+                    format!("UD packet PSN {psn} carries {len} B, more than the PMTU {p}"),
+                ));
+            }
+        } else {
+            self.pmtu.narrow(|p| p >= len);
+        }
+        self.next_psn = Some(psn.add(1));
+    }
+}

@@ -1,0 +1,254 @@
+//! Retransmitted request packets: where a retransmission may start, what it
+//! must resend, what it must carry and when it may happen (SPEC.md §6.8,
+//! §6.11, §6.13, §6.14).
+
+use super::{Cause, RequestStreamJudge, Retx};
+use crate::Finding;
+use crate::model::requester::psn::HALF_SPACE;
+use crate::model::requester::timer::local_ack_timeout_ns;
+use metaroce_codec::{Opcode, Psn, RocePacket};
+
+impl RequestStreamJudge {
+    /// A packet whose PSN was sent before.
+    pub(super) fn on_retransmit(
+        &mut self,
+        pkt: &RocePacket<'_>,
+        now_ns: Option<u64>,
+        f: &mut Vec<Finding>,
+    ) {
+        let psn = pkt.bth.psn;
+        if let Some(acked) = self.acked
+            && !psn.is_after(acked)
+        {
+            f.push(Finding::new(
+                "MR-REQ-6",
+                format!("retransmits PSN {psn}, already acknowledged (up to {acked})"),
+            ));
+        }
+        match self.retx {
+            Some(r) if r.cursor == psn => {}
+            Some(r) if psn.is_after(r.cursor) => self.report_skip(r, psn, psn, f),
+            _ => {
+                let cause = self.classify_start(pkt, now_ns, f);
+                self.retx = Some(Retx { cursor: psn, cause });
+            }
+        }
+        let span = self.check_identical(pkt, now_ns, f);
+        if let Some(r) = self.retx.as_mut() {
+            r.cursor = psn.add(span);
+        }
+    }
+
+    /// Where and when a new retransmission starts, by what it answers.
+    fn classify_start(
+        &mut self,
+        pkt: &RocePacket<'_>,
+        now_ns: Option<u64>,
+        f: &mut Vec<Finding>,
+    ) -> Cause {
+        let psn = pkt.bth.psn;
+        if let Some(nak) = self.seq_nak.take() {
+            // "MR-NAK-5": resume at the NAK PSN ("MR-REQ-4": or at an earlier
+            // READ or atomic whose responses were lost).
+            let earlier_rdma = nak.is_after(psn) && self.is_rdma_request(psn);
+            if psn != nak && !earlier_rdma {
+                f.push(Finding::new(
+                    "MR-NAK-5",
+                    format!("go-back-N after NAK 0x60 PSN {nak} resumes at PSN {psn}"),
+                ));
+            }
+            return Cause::SeqNak(nak);
+        }
+        if let Some(nak) = self.repeated_nak.take()
+            && psn == nak
+        {
+            f.push(Finding::new(
+                "MR-TMR-9",
+                format!("second go-back-N retry for a repeated NAK 0x60 PSN {nak}"),
+            ));
+            return Cause::SeqNak(nak);
+        }
+        if let Some((rnr_psn, arrived, wait)) = self.rnr.take() {
+            if psn != rnr_psn {
+                f.push(Finding::new(
+                    "MR-RNR-4",
+                    format!("retransmission after RNR NAK PSN {rnr_psn} resumes at PSN {psn}"),
+                ));
+            }
+            if let (Some(now), Some(at)) = (now_ns, arrived) {
+                let waited = now.saturating_sub(at);
+                if waited < wait {
+                    f.push(Finding::new(
+                        "MR-RNR-3",
+                        format!("retransmitted {waited} ns after an RNR NAK asking for {wait} ns"),
+                    ));
+                } else if waited > 2 * wait + 100_000 {
+                    f.push(Finding::new(
+                        "MR-RNR-5",
+                        format!("retransmitted {waited} ns after an RNR NAK of {wait} ns (later than 2× + 100 µs)"),
+                    ));
+                }
+            }
+            return Cause::Rnr;
+        }
+        if self.is_partial_read(psn) {
+            return Cause::ReadGap; // "MR-READ-8": a re-request on a gap
+        }
+        self.check_timeout(psn, now_ns, f);
+        Cause::Timeout
+    }
+
+    /// A retransmission because of elapsed time: from the oldest
+    /// unacknowledged PSN, inside the window of MR-TMR-1 … MR-TMR-4.
+    fn check_timeout(&self, psn: Psn, now_ns: Option<u64>, f: &mut Vec<Finding>) {
+        let una = self.acked.map(|a| a.add(1));
+        if let Some(una) = una
+            && psn.is_after(una)
+            && self.holding(una).is_some()
+        {
+            f.push(Finding::new(
+                "MR-REQ-5",
+                format!(
+                    "timeout retry starts at PSN {psn}, after the oldest unacknowledged PSN {una}"
+                ),
+            ));
+        }
+        let (Some(timeout), Some(now)) = (self.config.timeout, now_ns) else {
+            return;
+        };
+        let Some(t) = local_ack_timeout_ns(timeout) else {
+            f.push(Finding::new(
+                "MR-TMR-4",
+                format!("PSN {psn} retransmitted because of time with timeout 0"),
+            ));
+            return;
+        };
+        let oldest = una.unwrap_or(psn);
+        let tx = self.holding(oldest).and_then(|(_, s)| s.last_tx_ns);
+        let Some(reference) = tx.max(self.last_ack_ns) else {
+            return;
+        };
+        let elapsed = now.saturating_sub(reference);
+        if elapsed < t {
+            f.push(Finding::new(
+                "MR-TMR-1",
+                format!("timeout retry of PSN {psn} after {elapsed} ns, earlier than T = {t} ns"),
+            ));
+        } else if elapsed > 4 * t {
+            f.push(Finding::new(
+                "MR-TMR-2",
+                format!(
+                    "timeout retry of PSN {psn} after {elapsed} ns, later than 4T = {} ns",
+                    4 * t
+                ),
+            ));
+        } else if elapsed > 2 * t {
+            f.push(Finding::new(
+                "MR-TMR-3",
+                format!(
+                    "timeout retry of PSN {psn} after {elapsed} ns, later than 2T = {} ns",
+                    2 * t
+                ),
+            ));
+        }
+    }
+
+    /// Compares a retransmission with the original ("MR-REQ-5"); a READ
+    /// re-request inside its block must ask for the missing rest. Returns the
+    /// PSNs the packet covers.
+    fn check_identical(
+        &mut self,
+        pkt: &RocePacket<'_>,
+        now_ns: Option<u64>,
+        f: &mut Vec<Finding>,
+    ) -> u32 {
+        let psn = pkt.bth.psn;
+        let pmtu = self.pmtu.single();
+        let Some((first, orig)) = self.holding(psn).map(|(k, s)| (k, s.clone())) else {
+            return 1; // sent before the judge started listening, or acknowledged
+        };
+        let offset = psn.distance(first);
+        let mut expected_ext = orig.ext;
+        if offset > 0 {
+            // Only a READ block holds PSNs other than its first.
+            let read = orig.opcode == Opcode::RC_READ_REQUEST;
+            if read && pkt.bth.opcode != Opcode::RC_READ_REQUEST {
+                f.push(Finding::new(
+                    "MR-PSN-3",
+                    format!(
+                        "{} at PSN {psn} lies in the PSNs reserved by the READ at PSN {first}",
+                        pkt.bth.opcode
+                    ),
+                ));
+                return 1;
+            }
+            match (orig.opcode == Opcode::RC_READ_REQUEST, orig.ext.reth, pmtu) {
+                (true, Some(mut reth), Some(p)) => {
+                    let done = u64::from(offset) * u64::from(p);
+                    reth.va = reth.va.wrapping_add(done);
+                    reth.dma_len = reth
+                        .dma_len
+                        .saturating_sub(u32::try_from(done).unwrap_or(u32::MAX));
+                    expected_ext.reth = Some(reth);
+                }
+                _ => return orig.span - offset,
+            }
+        }
+        if pkt.bth.opcode != orig.opcode
+            || pkt.bth.se != orig.se
+            || pkt.ext != expected_ext
+            || pkt.payload != orig.payload.as_slice()
+        {
+            f.push(Finding::new(
+                "MR-REQ-5",
+                format!(
+                    "retransmission of PSN {psn} ({}) differs from the original ({})",
+                    pkt.bth.opcode, orig.opcode
+                ),
+            ));
+        }
+        if let Some(s) = self.sent.get_mut(&first.value())
+            && offset == 0
+        {
+            s.last_tx_ns = now_ns;
+        }
+        orig.span.max(1) - offset
+    }
+
+    /// Reports the PSNs from the retransmission cursor to `upto` that were
+    /// neither resent nor acknowledged.
+    pub(super) fn report_skip(&self, retx: Retx, upto: Psn, at: Psn, f: &mut Vec<Finding>) {
+        let from = match self.acked {
+            Some(a) if a.add(1).is_after(retx.cursor) => a.add(1),
+            _ => retx.cursor,
+        };
+        if !upto.is_after(from) || upto.distance(from) >= HALF_SPACE {
+            return;
+        }
+        let (id, why) = match retx.cause {
+            Cause::SeqNak(_) => ("MR-NAK-5", "go-back-N after NAK 0x60"),
+            Cause::Rnr => ("MR-RNR-4", "retransmission after RNR NAK"),
+            Cause::ReadGap | Cause::Timeout => ("MR-REQ-5", "go-back-N retry"),
+        };
+        f.push(Finding::new(
+            id,
+            format!(
+                "{why} skipped unacknowledged PSN {from} to {} (next packet PSN {at})",
+                upto.sub(1)
+            ),
+        ));
+    }
+
+    fn is_rdma_request(&self, psn: Psn) -> bool {
+        self.holding(psn)
+            .is_some_and(|(_, s)| matches!(s.opcode.0, 0x0C | 0x13 | 0x14 | 0x1C | 0x1D))
+    }
+
+    /// `psn` lies inside a READ block past its first PSN, or is a READ whose
+    /// earlier responses arrived: a re-request from the first missing response.
+    fn is_partial_read(&self, psn: Psn) -> bool {
+        self.holding(psn)
+            .is_some_and(|(first, s)| s.opcode == Opcode::RC_READ_REQUEST && psn != first)
+            && self.acked.is_some_and(|a| a.add(1) == psn)
+    }
+}

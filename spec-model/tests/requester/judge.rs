@@ -1,0 +1,323 @@
+//! RequestStreamJudge: conforming and broken observed request streams.
+
+use crate::common::*;
+use metaroce_codec::{Opcode, Psn};
+use metaroce_spec::Finding;
+use metaroce_spec::model::requester::judge::{JudgeConfig, RequestStreamJudge};
+use metaroce_spec::model::requester::{
+    QpType, RequesterAttrs, WorkRequest, WrOp, packetize, psn_span,
+};
+
+/// The packets a conforming requester sends for `wrs` from `first`.
+fn stream(wrs: &[WorkRequest], pmtu: u32, first: u32) -> Vec<Owned> {
+    let attrs = RequesterAttrs {
+        pmtu,
+        ..RequesterAttrs::default()
+    };
+    let mut psn = Psn::new(first);
+    let mut out = Vec::new();
+    for wr in wrs {
+        out.extend(packetize(wr, &attrs, psn).iter().map(from_request));
+        psn = psn.add(psn_span(wr, pmtu));
+    }
+    out
+}
+
+fn sends(n: u32) -> Vec<Owned> {
+    stream(&vec![WorkRequest::send(10); n as usize], 1024, 0)
+}
+
+fn judge(pmtu: Option<u32>) -> RequestStreamJudge {
+    RequestStreamJudge::new(JudgeConfig {
+        pmtu,
+        ..JudgeConfig::default()
+    })
+}
+
+fn feed(j: &mut RequestStreamJudge, pkts: &[Owned]) -> Vec<Finding> {
+    pkts.iter()
+        .flat_map(|p| j.on_request(&p.pkt(), None))
+        .collect()
+}
+
+fn ids(f: &[Finding]) -> Vec<&'static str> {
+    f.iter().map(|f| f.id).collect()
+}
+
+fn scripted() -> Vec<WorkRequest> {
+    vec![
+        WorkRequest::send(3000),
+        WorkRequest::write(0, 0x1000, 1),
+        WorkRequest::read(2500, 0x2000, 2),
+        WorkRequest::new(
+            WrOp::CmpSwap {
+                va: 8,
+                rkey: 3,
+                compare: 1,
+                swap: 2,
+            },
+            8,
+        ),
+        WorkRequest::new(
+            WrOp::FetchAdd {
+                va: 16,
+                rkey: 3,
+                add: 1,
+            },
+            8,
+        ),
+        WorkRequest::write(5000, 0x3000, 1),
+        WorkRequest::new(WrOp::SendImm { imm: 5 }, 10).solicited(),
+    ]
+}
+
+/// MR-PSN-3, MR-PKT-1, MR-PKT-2, MR-PKT-3, MR-PKT-6: a conforming stream
+/// (across the PSN wrap, PMTU known or learnt) gives no findings.
+#[test]
+fn conforming_stream_has_no_findings() {
+    for pmtu in [Some(1024), None] {
+        let pkts = stream(&scripted(), 1024, 0xFF_FFFD);
+        let mut j = judge(pmtu);
+        assert_eq!(feed(&mut j, &pkts), vec![], "pmtu {pmtu:?}");
+        j.on_response(&ack(pkts.last().unwrap().bth.psn.value()).pkt(), None);
+        assert_eq!(j.pmtu_candidates().single(), Some(1024));
+    }
+}
+
+/// The judge starts mid-conversation: it learns the first PSN and accepts a
+/// Middle or Last as its first packet.
+#[test]
+fn starts_mid_conversation() {
+    let pkts = stream(&scripted(), 1024, 77);
+    let mut j = judge(Some(1024));
+    assert_eq!(feed(&mut j, &pkts[1..]), vec![]);
+}
+
+/// MR-PSN-3: a skipped PSN, and a READ that reserves too few PSNs.
+#[test]
+fn mr_psn_3_skipped_psn_and_read_reservation() {
+    let mut pkts = sends(5);
+    pkts.remove(2);
+    let mut j = judge(Some(1024));
+    assert_eq!(ids(&feed(&mut j, &pkts)), vec!["MR-PSN-3"]);
+
+    let mut read = stream(
+        &[WorkRequest::read(2500, 0, 1), WorkRequest::send(1)],
+        1024,
+        10,
+    );
+    read[1].bth.psn = Psn::new(11);
+    let mut j = judge(Some(1024));
+    assert_eq!(ids(&feed(&mut j, &read)), vec!["MR-PSN-3"]);
+    // PMTU unknown: the reservation (3 PSNs for 2500 B) teaches PMTU 1024.
+    let read = stream(
+        &[WorkRequest::read(2500, 0, 1), WorkRequest::send(1)],
+        1024,
+        10,
+    );
+    let mut j = judge(None);
+    assert_eq!(feed(&mut j, &read), vec![]);
+    assert_eq!(j.pmtu_candidates().single(), Some(1024));
+}
+
+/// MR-PKT-2: another message inside a multi-packet one; MR-PKT-1: a Middle
+/// with no First, and a First shorter than the PMTU.
+#[test]
+fn mr_pkt_1_2_wrong_opcode_order() {
+    let mut pkts = stream(&[WorkRequest::send(3000)], 1024, 0);
+    let write = stream(&[WorkRequest::write(10, 0, 1)], 1024, 1);
+    pkts.truncate(1);
+    pkts.extend(write);
+    let mut j = judge(Some(1024));
+    assert_eq!(ids(&feed(&mut j, &pkts)), vec!["MR-PKT-2"]);
+
+    let mut pkts = sends(1);
+    let mut middle = stream(&[WorkRequest::send(3000)], 1024, 0).remove(1);
+    middle.bth.psn = Psn::new(1);
+    pkts.push(middle);
+    let mut j = judge(Some(1024));
+    assert_eq!(ids(&feed(&mut j, &pkts)), vec!["MR-PKT-1"]);
+
+    let mut pkts = stream(&[WorkRequest::send(3000)], 1024, 0);
+    pkts[0].payload.truncate(1000);
+    let mut j = judge(Some(1024));
+    assert_eq!(ids(&feed(&mut j, &pkts)), vec!["MR-PKT-1"]);
+}
+
+/// MR-PKT-3: a WRITE whose RETH length differs from the bytes sent.
+#[test]
+fn mr_pkt_3_reth_length() {
+    let mut pkts = stream(&[WorkRequest::write(3000, 0, 1)], 1024, 0);
+    pkts[0].ext.reth.as_mut().unwrap().dma_len = 4000;
+    let mut j = judge(Some(1024));
+    assert_eq!(ids(&feed(&mut j, &pkts)), vec!["MR-PKT-3"]);
+}
+
+/// MR-PKT-6: a Last packet and an atomic without AckReq.
+#[test]
+fn mr_pkt_6_missing_ack_req() {
+    let mut pkts = stream(
+        &[
+            WorkRequest::send(3000),
+            WorkRequest::new(
+                WrOp::FetchAdd {
+                    va: 0,
+                    rkey: 1,
+                    add: 1,
+                },
+                8,
+            ),
+        ],
+        1024,
+        0,
+    );
+    pkts[2].bth.ack_req = false;
+    pkts[3].bth.ack_req = false;
+    let mut j = judge(Some(1024));
+    assert_eq!(ids(&feed(&mut j, &pkts)), vec!["MR-PKT-6", "MR-PKT-6"]);
+}
+
+/// MR-PKT-7: 64 consecutive packets of a message without AckReq (a SHOULD).
+#[test]
+fn mr_pkt_7_ack_req_interval() {
+    let pkts = stream(&[WorkRequest::send(256 * 70)], 256, 0);
+    let mut j = judge(Some(256));
+    let f = feed(&mut j, &pkts);
+    assert_eq!(ids(&f), vec!["MR-PKT-7"]);
+    assert_eq!(f[0].severity, metaroce_spec::Severity::Should);
+}
+
+fn nak(psn: u32) -> Owned {
+    aeth_pkt(Opcode::RC_ACK, psn, 0x60)
+}
+
+/// MR-NAK-5: after NAK 0x60 PSN 2 the requester resumes at 2 and resends
+/// 2, 3, 4; resuming at 3, or skipping 3, is a finding.
+#[test]
+fn mr_nak_5_go_back_n() {
+    let pkts = sends(5);
+    let run = |resend: &[usize]| {
+        let mut j = judge(Some(1024));
+        assert_eq!(feed(&mut j, &pkts), vec![]);
+        j.on_response(&nak(2).pkt(), None);
+        let again: Vec<Owned> = resend.iter().map(|&i| pkts[i].clone()).collect();
+        let mut f = feed(&mut j, &again);
+        f.extend(feed(&mut j, &sends(6)[5..]));
+        ids(&f)
+    };
+    assert_eq!(run(&[2, 3, 4]), Vec::<&str>::new());
+    assert_eq!(run(&[3, 4]), vec!["MR-NAK-5"], "resumes at the wrong PSN");
+    assert_eq!(run(&[2, 4]), vec!["MR-NAK-5"], "skips PSN 3");
+    assert_eq!(run(&[2, 3]), vec!["MR-NAK-5"], "stops before PSN 4");
+}
+
+/// MR-REQ-6: retransmitting an acknowledged PSN; MR-REQ-5: a retransmission
+/// that differs from the original.
+#[test]
+fn mr_req_5_and_6_retransmission_contents() {
+    let pkts = sends(4);
+    let mut j = judge(Some(1024));
+    feed(&mut j, &pkts);
+    j.on_response(&ack(1).pkt(), None);
+    assert_eq!(ids(&feed(&mut j, &pkts[1..])), vec!["MR-REQ-6"]);
+
+    let mut j = judge(Some(1024));
+    feed(&mut j, &pkts);
+    let mut changed = pkts[0].clone();
+    changed.payload[0] ^= 0xFF;
+    let mut again = vec![changed];
+    again.extend(pkts[1..].iter().cloned());
+    assert_eq!(ids(&feed(&mut j, &again)), vec!["MR-REQ-5"]);
+}
+
+/// MR-TMR-1, MR-TMR-2, MR-TMR-3: a timeout retry earlier than T, later than
+/// 4T, later than 2T; MR-TMR-4: any timeout retry with timeout 0.
+#[test]
+fn mr_tmr_timeout_window() {
+    const T: u64 = 67_108_864;
+    let pkts = sends(1);
+    let run = |timeout: u8, at: u64| {
+        let mut j = RequestStreamJudge::new(JudgeConfig {
+            pmtu: Some(1024),
+            timeout: Some(timeout),
+            ..JudgeConfig::default()
+        });
+        assert!(j.on_request(&pkts[0].pkt(), Some(0)).is_empty());
+        ids(&j.on_request(&pkts[0].pkt(), Some(at)))
+    };
+    assert_eq!(run(14, T / 2), vec!["MR-TMR-1"]);
+    assert_eq!(run(14, T + T / 2), Vec::<&str>::new());
+    assert_eq!(run(14, 3 * T), vec!["MR-TMR-3"]);
+    assert_eq!(run(14, 5 * T), vec!["MR-TMR-2"]);
+    assert_eq!(run(0, 5 * T), vec!["MR-TMR-4"]);
+}
+
+/// MR-RNR-3, MR-RNR-4: a retransmission earlier than the RNR table time, or
+/// not from the RNR NAK's PSN.
+#[test]
+fn mr_rnr_3_4_judged() {
+    let pkts = sends(3);
+    let run = |start: usize, at: u64| {
+        let mut j = judge(Some(1024));
+        for p in &pkts {
+            j.on_request(&p.pkt(), Some(0));
+        }
+        j.on_response(&aeth_pkt(Opcode::RC_ACK, 1, 0x20 | 12).pkt(), Some(1_000));
+        let mut f = Vec::new();
+        for p in &pkts[start..] {
+            f.extend(j.on_request(&p.pkt(), Some(at)));
+        }
+        ids(&f)
+    };
+    assert_eq!(run(1, 1_000 + 640_000), Vec::<&str>::new());
+    assert_eq!(run(1, 1_000 + 100_000), vec!["MR-RNR-3"]);
+    assert_eq!(run(2, 1_000 + 700_000), vec!["MR-RNR-4"]);
+    assert_eq!(run(1, 1_000 + 2_000_000), vec!["MR-RNR-5"]);
+}
+
+/// MR-QP-5: nothing is sent after a fatal NAK.
+#[test]
+fn mr_qp_5_silence_after_fatal_nak() {
+    let pkts = sends(3);
+    let mut j = judge(Some(1024));
+    feed(&mut j, &pkts[..2]);
+    j.on_response(&aeth_pkt(Opcode::RC_ACK, 1, 0x62).pkt(), None);
+    assert_eq!(ids(&feed(&mut j, &pkts[2..])), vec!["MR-QP-5"]);
+}
+
+/// MR-UD-1: AckReq set on a UD packet, or a PSN that is not one more;
+/// MR-UC-1: a UC retransmission.
+#[test]
+fn mr_ud_1_and_mr_uc_1() {
+    let attrs = RequesterAttrs {
+        qp_type: QpType::Ud,
+        ..RequesterAttrs::default()
+    };
+    let wr = WorkRequest::send(10).to_ud(5, 6);
+    let mut a = from_request(&packetize(&wr, &attrs, Psn::new(0))[0]);
+    let mut b = from_request(&packetize(&wr, &attrs, Psn::new(1))[0]);
+    let mut j = RequestStreamJudge::new(JudgeConfig {
+        qp_type: QpType::Ud,
+        ..JudgeConfig::default()
+    });
+    assert_eq!(feed(&mut j, &[a.clone(), b.clone()]), vec![]);
+    a.bth.psn = Psn::new(2);
+    a.bth.ack_req = true;
+    b.bth.psn = Psn::new(7);
+    assert_eq!(ids(&feed(&mut j, &[a, b])), vec!["MR-UD-1", "MR-UD-1"]);
+
+    let attrs = RequesterAttrs {
+        qp_type: QpType::Uc,
+        ..RequesterAttrs::default()
+    };
+    let pkts: Vec<Owned> = packetize(&WorkRequest::send(2000), &attrs, Psn::new(0))
+        .iter()
+        .map(from_request)
+        .collect();
+    let mut j = RequestStreamJudge::new(JudgeConfig {
+        qp_type: QpType::Uc,
+        ..JudgeConfig::default()
+    });
+    assert_eq!(feed(&mut j, &pkts), vec![]);
+    assert_eq!(ids(&feed(&mut j, &pkts[1..])), vec!["MR-UC-1"]);
+}
