@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | `spec-model/src/**/*.rs`, before the file's first `#[cfg(test)]` | model |
 //! | `reference-impl/src/**/*.rs`, before the first `#[cfg(test)]` | reference |
-//! | any crate's `tests/**/*.rs`, and `src/**/*.rs` from the first `#[cfg(test)]` on | test |
+//! | any crate's `tests/**/*.rs`; `src/**/*.rs` from the first `#[cfg(test)]` on; `src/**/tests/**/*.rs` and `src/**/tests.rs` whole | test |
 //! | `vectors/**/*.yaml` | vector |
 //!
 //! The crates are `codec`, `spec-model`, `reference-impl` and `conformance`.
@@ -64,7 +64,11 @@ pub fn scan(root: &Path) -> io::Result<CitationMap> {
         };
         for file in files_with_extension(&root.join(krate).join("src"), &["rs"])? {
             let text = std::fs::read_to_string(&file)?;
-            let (code, tests) = split_at_tests(&text);
+            let (code, tests) = if is_test_module(&file) {
+                ("", text.as_str())
+            } else {
+                split_at_tests(&text)
+            };
             if let Some(place) = src_place {
                 record(&mut map, code, place, &file, root);
             }
@@ -80,6 +84,14 @@ pub fn scan(root: &Path) -> io::Result<CitationMap> {
         record(&mut map, &text, Place::Vector, &file, root);
     }
     Ok(map)
+}
+
+/// A source file that is a test module: under a `tests` folder, or named `tests.rs`.
+fn is_test_module(file: &Path) -> bool {
+    file.file_stem().is_some_and(|s| s == "tests")
+        || file
+            .parent()
+            .is_some_and(|d| d.components().any(|c| c.as_os_str() == "tests"))
 }
 
 /// Splits a source file into the part before its first `#[cfg(test)]` and the rest.
@@ -177,6 +189,17 @@ mod tests {
     fn finds_well_formed_ids_only() {
         let text = "MR-BTH-3, (MR-QP-12) xMR-QP-1 MR-qp-1 MR-QP- MR-QP-1a \"MR-MPA-7\"";
         assert_eq!(citations_in(text), vec!["MR-BTH-3", "MR-QP-12", "MR-MPA-7"]);
+    }
+
+    #[test]
+    fn test_module_files_count_as_tests() {
+        assert!(is_test_module(Path::new(
+            "spec-model/src/model/responder/tests/dup.rs"
+        )));
+        assert!(is_test_module(Path::new("spec-model/src/model/tests.rs")));
+        assert!(!is_test_module(Path::new(
+            "spec-model/src/model/responder/dup.rs"
+        )));
     }
 
     #[test]
