@@ -1,8 +1,10 @@
 //! The executable model: QP states and the requester and responder state
 //! machines, as pure functions of (state, event).
 
+pub mod mp;
 pub mod outcome;
 
 pub use outcome::{
-    Cited, CompletionSpec, Effect, Field, Outcomes, PacketSpec, SyndromeSpec, WcStatus,
+    Cited, CompletionSpec, Effect, Field, MpethSpec, Outcomes, PacketSpec, SackethSpec,
+    SyndromeSpec, WcStatus,
 };

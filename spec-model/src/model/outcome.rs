@@ -33,6 +33,13 @@ impl<T: PartialEq> Field<T> {
     }
 }
 
+impl<T> Default for Field<T> {
+    /// [`Field::Any`].
+    fn default() -> Self {
+        Field::Any
+    }
+}
+
 /// Which syndromes an acknowledgement may carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyndromeSpec {
@@ -75,6 +82,58 @@ pub struct PacketSpec {
     pub payload: Field<Vec<u8>>,
     /// AtomicAckETH original value (atomic acknowledgements).
     pub atomic_orig: Field<u64>,
+    /// UDP source port (MP: the entropy value). Added for MP; `Any` by default.
+    pub udp_src_port: Field<u16>,
+    /// BTH AckReq. Added for MP; `Any` by default.
+    pub ack_req: Field<bool>,
+    /// MPETH fields (MP requests, probes and READ responses). Added for MP;
+    /// every field `Any` by default.
+    pub mpeth: MpethSpec,
+    /// SACKETH fields other than syndrome and MSN (MP ACK, MP Atomic
+    /// Acknowledge). Added for MP; every field `Any` by default.
+    pub sacketh: SackethSpec,
+}
+
+/// Constraints on the MPETH of a packet (SPEC.md §7.2). `Default` is all `Any`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MpethSpec {
+    /// F flag.
+    pub first: Field<bool>,
+    /// L flag.
+    pub last: Field<bool>,
+    /// R flag.
+    pub retransmission: Field<bool>,
+    /// MPETH MSN.
+    pub msn: Field<Msn>,
+    /// Offset.
+    pub offset: Field<u32>,
+    /// Message length.
+    pub msg_len: Field<u32>,
+    /// Timestamp.
+    pub timestamp: Field<u32>,
+    /// RETH DMA length (MP WRITE, MP READ Request), when RETH is present.
+    pub dma_len: Field<u32>,
+}
+
+/// Constraints on the SACKETH of a packet (SPEC.md §7.2) besides its syndrome
+/// and MSN, which [`PacketSpec::syndrome`] and [`PacketSpec::msn`] hold.
+/// `Default` is all `Any`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SackethSpec {
+    /// E flag.
+    pub ecn_ce: Field<bool>,
+    /// R flag.
+    pub retransmission: Field<bool>,
+    /// T flag.
+    pub trimmed: Field<bool>,
+    /// SACK base PSN.
+    pub sack_base_psn: Field<Psn>,
+    /// SACK bitmap.
+    pub sack_bitmap: Field<u64>,
+    /// Echoed entropy.
+    pub echoed_entropy: Field<u16>,
+    /// Echoed timestamp.
+    pub echoed_timestamp: Field<u32>,
 }
 
 impl PacketSpec {
@@ -88,6 +147,10 @@ impl PacketSpec {
             msn: Field::Any,
             payload: Field::Any,
             atomic_orig: Field::Any,
+            udp_src_port: Field::Any,
+            ack_req: Field::Any,
+            mpeth: MpethSpec::default(),
+            sacketh: SackethSpec::default(),
         }
     }
 }
