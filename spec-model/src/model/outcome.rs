@@ -199,6 +199,8 @@ pub struct CompletionSpec {
 }
 
 /// One observable effect.
+// PacketSpec is large since the MP fields; clarity over size (the model is not fast code).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// A packet on the wire.

@@ -26,6 +26,8 @@ pub mod sack;
 pub mod trim;
 
 #[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
 pub(crate) mod testutil;
 
 pub use config::MpConfig;

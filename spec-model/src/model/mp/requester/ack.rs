@@ -79,7 +79,7 @@ impl MpRequester {
         if s.ecn_ce {
             self.entropy.skip(s.echoed_entropy, now, srtt); // MR-MPS-5
         }
-        let mut out = Outcomes::none();
+        let out = Outcomes::none();
         match kind {
             SyndromeKind::Nak { code: 5 } => {
                 // MR-MPT-6 / MR-MPT-7: lost without retirement or retry count.

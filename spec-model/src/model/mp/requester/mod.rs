@@ -20,7 +20,7 @@ mod send;
 mod transmit;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use cc::CcState;
 pub use rtt::RttState;
