@@ -2,6 +2,11 @@
 
 use crate::model::mp::MpConfig;
 
+/// Requirements whose checks this file holds (traceability).
+pub const IMPLEMENTS: &[&str] = &[
+    "MR-MPC-2", "MR-MPC-3", "MR-MPC-4", "MR-MPC-5", "MR-MPC-6", "MR-MPC-8",
+];
+
 /// Congestion-control state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CcState {
