@@ -13,8 +13,8 @@
 
 mod ack;
 pub mod cc;
-mod loss;
-mod read;
+pub mod loss;
+pub mod read;
 pub mod rtt;
 mod send;
 mod transmit;
