@@ -2,6 +2,7 @@
 //! machines, as pure functions of (state, event).
 
 pub mod knowledge;
+pub mod mp;
 pub mod outcome;
 pub mod qp;
 pub mod requester;
@@ -9,5 +10,6 @@ pub mod responder;
 
 pub use knowledge::Knowledge;
 pub use outcome::{
-    Cited, CompletionSpec, Effect, Field, Outcomes, PacketSpec, SyndromeSpec, WcStatus,
+    Cited, CompletionSpec, Effect, Field, MpethSpec, Outcomes, PacketSpec, SackethSpec,
+    SyndromeSpec, WcStatus,
 };

@@ -98,6 +98,14 @@ pub struct PacketSpec {
     /// [`HeaderSpec::default`] constrains none of them (boxed to keep
     /// [`Effect`] small).
     pub headers: Box<HeaderSpec>,
+    /// UDP source port (MP: the entropy value). Added for MP; `Any` by default.
+    pub udp_src_port: Field<u16>,
+    /// MPETH fields (MP requests, probes and READ responses). Added for MP;
+    /// every field `Any` by default.
+    pub mpeth: MpethSpec,
+    /// SACKETH fields other than syndrome and MSN (MP ACK, MP Atomic
+    /// Acknowledge). Added for MP; every field `Any` by default.
+    pub sacketh: SackethSpec,
 }
 
 /// Constraints on the BTH flags, the P_Key, the request extension headers and
@@ -130,6 +138,48 @@ pub struct HeaderSpec {
     pub payload_len: Field<u32>,
 }
 
+/// Constraints on the MPETH of a packet (SPEC.md §7.2). `Default` is all `Any`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MpethSpec {
+    /// F flag.
+    pub first: Field<bool>,
+    /// L flag.
+    pub last: Field<bool>,
+    /// R flag.
+    pub retransmission: Field<bool>,
+    /// MPETH MSN.
+    pub msn: Field<Msn>,
+    /// Offset.
+    pub offset: Field<u32>,
+    /// Message length.
+    pub msg_len: Field<u32>,
+    /// Timestamp.
+    pub timestamp: Field<u32>,
+    /// RETH DMA length (MP WRITE, MP READ Request), when RETH is present.
+    pub dma_len: Field<u32>,
+}
+
+/// Constraints on the SACKETH of a packet (SPEC.md §7.2) besides its syndrome
+/// and MSN, which [`PacketSpec::syndrome`] and [`PacketSpec::msn`] hold.
+/// `Default` is all `Any`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SackethSpec {
+    /// E flag.
+    pub ecn_ce: Field<bool>,
+    /// R flag.
+    pub retransmission: Field<bool>,
+    /// T flag.
+    pub trimmed: Field<bool>,
+    /// SACK base PSN.
+    pub sack_base_psn: Field<Psn>,
+    /// SACK bitmap.
+    pub sack_bitmap: Field<u64>,
+    /// Echoed entropy.
+    pub echoed_entropy: Field<u16>,
+    /// Echoed timestamp.
+    pub echoed_timestamp: Field<u32>,
+}
+
 impl PacketSpec {
     /// A packet with only its opcode constrained.
     pub fn opcode(opcode: Opcode) -> Self {
@@ -142,6 +192,9 @@ impl PacketSpec {
             payload: Field::Any,
             atomic_orig: Field::Any,
             headers: Box::default(),
+            udp_src_port: Field::Any,
+            mpeth: MpethSpec::default(),
+            sacketh: SackethSpec::default(),
         }
     }
 }
@@ -190,6 +243,8 @@ pub struct CompletionSpec {
 }
 
 /// One observable effect.
+// PacketSpec is large since the MP fields; clarity over size (the model is not fast code).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// A packet on the wire.

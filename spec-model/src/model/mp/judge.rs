@@ -1,0 +1,554 @@
+//! A judge for observed MP streams (captures): MP request packets of one QP
+//! direction and the MP ACKs that answer them, in time order. It may start
+//! mid-conversation, so every check is made only where the capture shows
+//! enough to be sure (no finding on what the capture cannot tell).
+//!
+//! Checks: entropy set membership (MR-MPS-1) and coverage before repeat
+//! (MR-MPS-3); retransmissions only of PSNs not acknowledged (MR-MPL-6) and
+//! not before they can be deemed lost (MR-MPL-4), with R set and the
+//! original fields (MR-MPL-7); bytes in flight against `mp_cwnd_max`
+//! (MR-MPC-1, MR-MPC-5); ACK content: cumulative PSN monotone (MR-MPA-3),
+//! SACK base rule (MR-MPA-4), bits only for PSNs sent (MR-MPA-4), never
+//! un-reporting (MR-MPA-5), echoed R/T flags (MR-MPA-6), syndrome 0x1F
+//! (MR-MPA-8), no NAK 0x60 (MR-MPL-9), BTH flags (MR-MPH-6); and, for a
+//! capture taken at the responder, the ACK deadlines (MR-MPA-1, MR-MPA-2).
+
+use super::MpConfig;
+use crate::Finding;
+use metaroce_codec::{Opcode, Psn, RocePacket};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Where the capture was taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CapturePoint {
+    /// At the requester: request times are transmit times.
+    #[default]
+    Requester,
+    /// At the responder: request times are arrival times, so ACK deadlines apply.
+    Responder,
+}
+
+/// One observed request transmission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Sent {
+    time: u64,
+    ev: u16,
+    ts: u32,
+    retx: bool,
+    opcode: Opcode,
+    msn: u32,
+    offset: u32,
+    msg_len: u32,
+    len: u32,
+    /// Order of this transmission.
+    seq: u64,
+}
+
+/// The judge's state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MpJudge {
+    /// Parameters of the observed QP (entropy set of the requester, K, PMTU, bounds).
+    pub cfg: MpConfig,
+    /// Where the capture was taken.
+    pub point: CapturePoint,
+    /// Latest transmission per PSN.
+    sent: BTreeMap<u32, Sent>,
+    /// First PSN observed (earlier PSNs are outside the capture).
+    first_psn: Option<Psn>,
+    /// Transmissions so far.
+    seq: u64,
+    /// Latest cumulative ACK PSN observed.
+    cum: Option<Psn>,
+    /// PSNs reported received beyond `cum`.
+    sacked: BTreeSet<u32>,
+    /// Latest-transmission seqs of acknowledged PSNs.
+    acked_seqs: Vec<u64>,
+    /// PSNs named by a NAK 0x65.
+    trim_naked: BTreeSet<u32>,
+    /// Per entropy value, the seqs of its uses.
+    uses: BTreeMap<u16, Vec<u64>>,
+    /// Values that may have been ineligible (E echoed, loss, probe) and when.
+    doubtful: BTreeMap<u16, Vec<u64>>,
+    /// Requests that need a prompt ACK: PSN → deadline.
+    ack_due: BTreeMap<u32, u64>,
+    /// Findings so far.
+    pub findings: Vec<Finding>,
+}
+
+impl MpJudge {
+    /// A judge for a QP with parameters `cfg`, captured at `point`.
+    pub fn new(cfg: MpConfig, point: CapturePoint) -> Self {
+        MpJudge {
+            cfg,
+            point,
+            sent: BTreeMap::new(),
+            first_psn: None,
+            seq: 0,
+            cum: None,
+            sacked: BTreeSet::new(),
+            acked_seqs: Vec::new(),
+            trim_naked: BTreeSet::new(),
+            uses: BTreeMap::new(),
+            doubtful: BTreeMap::new(),
+            ack_due: BTreeMap::new(),
+            findings: Vec::new(),
+        }
+    }
+
+    fn acked(&self, p: Psn) -> bool {
+        self.cum.is_some_and(|c| !p.is_after(c)) || self.sacked.contains(&p.value())
+    }
+
+    fn check_deadlines(&mut self, now: u64) {
+        if self.point != CapturePoint::Responder {
+            return;
+        }
+        let late: Vec<u32> = self
+            .ack_due
+            .iter()
+            .filter(|&(_, &d)| d < now)
+            .map(|(&p, _)| p)
+            .collect();
+        for p in late {
+            self.ack_due.remove(&p);
+            self.findings.push(Finding::new(
+                "MR-MPA-1",
+                format!("no MP ACK covered PSN {p} in time"),
+            ));
+        }
+    }
+
+    /// An MP request packet (data, READ request, atomic or probe) observed at
+    /// `now` with UDP source port `ev`.
+    pub fn request(&self, p: &RocePacket<'_>, ev: u16, now: u64) -> Self {
+        let mut j = self.clone();
+        j.check_deadlines(now);
+        let Some(m) = p.ext.mpeth else { return j };
+        if !j.cfg.entropy_set.is_empty() && !j.cfg.entropy_set.contains(&ev) {
+            j.findings.push(Finding::new(
+                "MR-MPS-1",
+                format!("source port {ev:#06x} outside the entropy set"),
+            ));
+        }
+        if p.bth.opcode == Opcode::MP_PROBE {
+            j.doubtful.entry(ev).or_default().push(j.seq);
+            return j;
+        }
+        let psn = p.bth.psn;
+        j.first_psn.get_or_insert(psn);
+        j.seq += 1;
+        let seq = j.seq;
+        let len = p.payload.len() as u32;
+        // Retransmission checks.
+        if let Some(prev) = j.sent.get(&psn.value()).copied() {
+            if j.acked(psn) {
+                j.findings.push(Finding::new(
+                    "MR-MPL-6",
+                    format!("PSN {psn} retransmitted after it was acknowledged"),
+                ));
+            } else {
+                let later_acked = j.acked_seqs.iter().filter(|&&s| s > prev.seq).count();
+                if later_acked < j.cfg.reorder_threshold as usize
+                    && now.saturating_sub(prev.time) < j.cfg.rto_min
+                    && !j.trim_naked.contains(&psn.value())
+                {
+                    j.findings.push(Finding::new(
+                        "MR-MPL-4",
+                        format!("PSN {psn} retransmitted with {later_acked} later PSNs acknowledged, {} ns after its last copy", now - prev.time),
+                    ));
+                }
+            }
+            if !m.retransmission || !p.bth.ack_req {
+                j.findings.push(Finding::new(
+                    "MR-MPL-7",
+                    format!("retransmission of PSN {psn} without R or AckReq"),
+                ));
+            }
+            if (prev.opcode, prev.msn, prev.offset, prev.msg_len)
+                != (p.bth.opcode, m.msn.value(), m.offset, m.msg_len)
+                && p.bth.opcode != Opcode::MP_READ_REQUEST
+            {
+                j.findings.push(Finding::new(
+                    "MR-MPL-7",
+                    format!("retransmission of PSN {psn} differs from the original"),
+                ));
+            }
+            // The lost copy's value may be retired now.
+            j.doubtful.entry(prev.ev).or_default().push(seq);
+        }
+        j.trim_naked.remove(&psn.value());
+        // Bytes in flight, lower bound: unacknowledged, not NAKed, younger
+        // than the smallest possible RTO and with fewer than K later PSNs
+        // acknowledged, so none of them can have been deemed lost.
+        let k = j.cfg.reorder_threshold as usize;
+        let inflight: u64 = j
+            .sent
+            .iter()
+            .filter(|&(&q, s)| {
+                !j.acked(Psn::new(q))
+                    && !j.trim_naked.contains(&q)
+                    && now.saturating_sub(s.time) < j.cfg.rto_min
+                    && j.acked_seqs.iter().filter(|&&x| x > s.seq).count() < k
+                    && q != psn.value()
+            })
+            .map(|(_, s)| u64::from(s.len))
+            .sum();
+        if inflight > 0 && inflight + u64::from(len) > j.cfg.cwnd_max {
+            j.findings.push(Finding::new(
+                "MR-MPC-1",
+                format!(
+                    "at least {inflight} bytes in flight plus {len} exceed mp_cwnd_max {}",
+                    j.cfg.cwnd_max
+                ),
+            ));
+        }
+        // Coverage before repeat (MR-MPS-3), judged only between the previous
+        // two uses of the value, where a whole round must lie.
+        let uses = j.uses.get(&ev).cloned().unwrap_or_default();
+        if uses.len() >= 2 {
+            let from = uses[uses.len() - 2];
+            let missing: Vec<u16> = j
+                .cfg
+                .entropy_set
+                .iter()
+                .copied()
+                .filter(|&u| u != ev)
+                .filter(|u| !j.uses.get(u).is_some_and(|s| s.iter().any(|&x| x > from)))
+                .filter(|u| {
+                    !j.doubtful
+                        .get(u)
+                        .is_some_and(|s| s.iter().any(|&x| x > from.saturating_sub(1)))
+                })
+                .collect();
+            if !missing.is_empty() {
+                j.findings.push(Finding::new(
+                    "MR-MPS-3",
+                    format!("entropy {ev:#06x} reused before {missing:x?} were used in the round"),
+                ));
+            }
+        }
+        j.uses.entry(ev).or_default().push(seq);
+        if (p.bth.ack_req || m.retransmission) && !j.acked(psn) {
+            j.ack_due.insert(psn.value(), now + j.cfg.ack_prompt_max);
+        }
+        j.sent.insert(
+            psn.value(),
+            Sent {
+                time: now,
+                ev,
+                ts: m.timestamp,
+                retx: m.retransmission,
+                opcode: p.bth.opcode,
+                msn: m.msn.value(),
+                offset: m.offset,
+                msg_len: m.msg_len,
+                len,
+                seq,
+            },
+        );
+        j
+    }
+
+    /// An MP ACK or MP Atomic Acknowledge observed at `now`.
+    pub fn ack(&self, p: &RocePacket<'_>, now: u64) -> Self {
+        let mut j = self.clone();
+        let Some(s) = p.ext.sacketh else { return j };
+        if p.bth.ack_req || p.bth.se || p.bth.pad_count != 0 {
+            j.findings.push(Finding::new(
+                "MR-MPH-6",
+                "MP ACK with AckReq, SE or PadCnt set",
+            ));
+        }
+        let cum = p.bth.psn;
+        if let Some(old) = j.cum
+            && cum.is_before(old)
+        {
+            j.findings.push(Finding::new(
+                "MR-MPA-3",
+                format!("cumulative ACK PSN moved back from {old} to {cum}"),
+            ));
+        }
+        if s.syndrome.0 == 0x60 {
+            j.findings
+                .push(Finding::new("MR-MPL-9", "MP responder sent NAK code 0"));
+        }
+        if s.syndrome.0 < 0x1F {
+            j.findings.push(Finding::new(
+                "MR-MPA-8",
+                format!("ACK syndrome {:#04x}, not 0x1F", s.syndrome.0),
+            ));
+        }
+        // MR-MPA-5: nothing reported received may be reported missing.
+        for i in 0..64u32 {
+            let q = s.sack_base_psn.add(i);
+            if q.is_after(cum) && !s.is_sacked(q) && j.sacked.contains(&q.value()) {
+                j.findings.push(Finding::new(
+                    "MR-MPA-5",
+                    format!("PSN {q} reported received, now missing"),
+                ));
+            }
+        }
+        // MR-MPA-4: bits only for PSNs that were sent (within the capture).
+        if let Some(first) = j.first_psn {
+            for i in 0..64u32 {
+                let q = s.sack_base_psn.add(i);
+                if s.is_sacked(q)
+                    && !q.is_before(first)
+                    && q.is_after(cum)
+                    && !j.sent.contains_key(&q.value())
+                {
+                    j.findings.push(Finding::new(
+                        "MR-MPA-4",
+                        format!("bitmap reports PSN {q}, never sent"),
+                    ));
+                }
+            }
+        }
+        // The triggering packet, by its echoes (MR-MPA-6, SACK base rule).
+        let trigger = j
+            .sent
+            .iter()
+            .find(|(_, x)| x.ev == s.echoed_entropy && x.ts == s.echoed_timestamp)
+            .map(|(&q, x)| (Psn::new(q), *x));
+        if let Some((t, x)) = trigger {
+            if s.retransmission != x.retx {
+                j.findings.push(Finding::new(
+                    "MR-MPA-6",
+                    format!(
+                        "R flag {} but the trigger had R {}",
+                        s.retransmission, x.retx
+                    ),
+                ));
+            }
+            if s.syndrome.0 <= 0x1F && p.bth.opcode == Opcode::MP_ACK {
+                let base = if t.is_after(cum.add(64)) {
+                    t.sub(63)
+                } else {
+                    cum.add(1)
+                };
+                if s.sack_base_psn != base {
+                    j.findings.push(Finding::new(
+                        "MR-MPA-4",
+                        format!("SACK base {} where the rule gives {base}", s.sack_base_psn),
+                    ));
+                }
+            }
+        }
+        if s.ecn_ce {
+            j.doubtful.entry(s.echoed_entropy).or_default().push(j.seq);
+        }
+        if s.syndrome.0 == 0x65 {
+            j.trim_naked.insert(s.sack_base_psn.value());
+            j.ack_due.remove(&s.sack_base_psn.value());
+        }
+        // Record what is now acknowledged.
+        let newly: Vec<u32> = j
+            .sent
+            .keys()
+            .copied()
+            .filter(|&q| {
+                let q = Psn::new(q);
+                !j.acked(q) && (!q.is_after(cum) || s.is_sacked(q))
+            })
+            .collect();
+        for q in newly {
+            if let Some(x) = j.sent.get(&q) {
+                j.acked_seqs.push(x.seq);
+            }
+        }
+        if j.cum.is_none_or(|c| cum.is_after(c)) {
+            j.cum = Some(cum);
+        }
+        for i in 0..64u32 {
+            let q = s.sack_base_psn.add(i);
+            if s.is_sacked(q) && q.is_after(cum) {
+                j.sacked.insert(q.value());
+            }
+        }
+        let c = j.cum;
+        j.sacked
+            .retain(|&q| c.is_none_or(|c| Psn::new(q).is_after(c)));
+        let covered: Vec<u32> = j
+            .ack_due
+            .keys()
+            .copied()
+            .filter(|&q| j.acked(Psn::new(q)))
+            .collect();
+        for q in covered {
+            j.ack_due.remove(&q);
+        }
+        if let Some((t, _)) = trigger {
+            j.ack_due.remove(&t.value());
+        }
+        j.check_deadlines(now);
+        j
+    }
+
+    /// End of the capture at `now`: deadlines that passed are reported.
+    pub fn finish(&self, now: u64) -> Vec<Finding> {
+        let mut j = self.clone();
+        j.check_deadlines(now);
+        j.findings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::mp::testutil::*;
+    use metaroce_codec::ext::{SackethRepr, Syndrome};
+    use metaroce_codec::{Msn, Opcode};
+
+    fn cfg() -> MpConfig {
+        MpConfig {
+            pmtu: 256,
+            entropy_set: vec![1, 2, 3],
+            ..MpConfig::default()
+        }
+    }
+
+    fn data(psn: u32, retx: bool) -> Wire {
+        wire(
+            req(Opcode::MP_SEND, psn, 0, psn * 256, 8192, &[0; 256])
+                .ack_req(retx)
+                .ext(|e| e.mpeth.as_mut().unwrap().retransmission = retx),
+        )
+    }
+
+    fn ids(f: &[Finding]) -> Vec<&'static str> {
+        f.iter().map(|x| x.id).collect()
+    }
+
+    #[test]
+    fn coverage_before_repeat_mr_mps_3() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        // Mid-conversation: 3 2 | 1 3 2 | 1 ... conforming.
+        for (i, ev) in [3u16, 2, 1, 3, 2, 1, 2, 3].into_iter().enumerate() {
+            j = j.request(&data(i as u32, false).roce(), ev, i as u64);
+        }
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // 1 2 1 2 1: the round holding the second 1 lies between the first
+        // and the last 1 and never holds 3.
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        for (i, ev) in [1u16, 2, 1, 2, 1].into_iter().enumerate() {
+            j = j.request(&data(i as u32, false).roce(), ev, i as u64);
+        }
+        assert_eq!(ids(&j.findings), vec!["MR-MPS-3"]);
+        let j = j.request(&data(9, false).roce(), 0x77, 10);
+        assert!(ids(&j.findings).contains(&"MR-MPS-1"));
+    }
+
+    #[test]
+    fn retransmission_checks_mr_mpl_4_mr_mpl_6_mr_mpl_7() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        for i in 0..5u32 {
+            j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
+        }
+        // Early retransmission of PSN 0: MR-MPL-4; without R: MR-MPL-7.
+        let early = j.request(&data(0, false).roce(), 2, 10);
+        assert_eq!(ids(&early.findings), vec!["MR-MPL-4", "MR-MPL-7"]);
+        // After PSNs 1..3 are SACKed, retransmitting 0 with R is fine; 1 is not.
+        let s = SackethRepr {
+            syndrome: Syndrome(0x1F),
+            msn: Msn::new(0xFF_FFFF),
+            sack_base_psn: Psn::new(0),
+            sack_bitmap: 0b0111 << 60,
+            echoed_entropy: 1,
+            echoed_timestamp: 1003,
+            ..SackethRepr::default()
+        };
+        let a = wire(ack(0xFF_FFFF, s));
+        let j = j.ack(&a.roce(), 20);
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        let ok = j.request(&data(0, true).roce(), 2, 30);
+        assert!(ok.findings.is_empty(), "{:?}", ok.findings);
+        let bad = j.request(&data(1, true).roce(), 2, 30);
+        assert_eq!(ids(&bad.findings), vec!["MR-MPL-6"]);
+    }
+
+    #[test]
+    fn sack_consistency_mr_mpa_3_mr_mpa_4_mr_mpa_5_mr_mpa_8() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        for i in 10..14u32 {
+            j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
+        }
+        let base = SackethRepr {
+            syndrome: Syndrome(0x1F),
+            sack_base_psn: Psn::new(11),
+            echoed_entropy: 3,
+            echoed_timestamp: 1011,
+            ..SackethRepr::default()
+        };
+        let a = wire(ack(
+            10,
+            SackethRepr {
+                sack_bitmap: 0b01 << 62,
+                ..base
+            },
+        ));
+        let j = j.ack(&a.roce(), 20);
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // 12 was reported; now missing: MR-MPA-5. Cum back to 9: MR-MPA-3. Syndrome 0: MR-MPA-8.
+        let b = wire(ack(
+            9,
+            SackethRepr {
+                syndrome: Syndrome(0),
+                sack_base_psn: Psn::new(10),
+                sack_bitmap: 0,
+                echoed_entropy: 9,
+                ..base
+            },
+        ));
+        let k = j.ack(&b.roce(), 21);
+        assert_eq!(ids(&k.findings), vec!["MR-MPA-3", "MR-MPA-8", "MR-MPA-5"]);
+        // Bit for a PSN never sent (MR-MPA-4) and a wrong base (MR-MPA-4).
+        let c = wire(ack(
+            10,
+            SackethRepr {
+                sack_base_psn: Psn::new(12),
+                sack_bitmap: 0b1001 << 60,
+                ..base
+            },
+        ));
+        assert_eq!(
+            ids(&j.ack(&c.roce(), 22).findings),
+            vec!["MR-MPA-4", "MR-MPA-4"]
+        );
+    }
+
+    #[test]
+    fn ack_deadline_at_responder_mr_mpa_1() {
+        let j = MpJudge::new(cfg(), CapturePoint::Responder);
+        let j = j.request(&data(0, true).roce(), 1, 0);
+        assert_eq!(ids(&j.finish(4_000)), Vec::<&str>::new());
+        assert_eq!(ids(&j.finish(4_001)), vec!["MR-MPA-1"]);
+        let s = SackethRepr {
+            syndrome: Syndrome(0x1F),
+            retransmission: true,
+            sack_base_psn: Psn::new(1),
+            echoed_entropy: 1,
+            echoed_timestamp: 1000,
+            ..SackethRepr::default()
+        };
+        let a = wire(ack(0, s));
+        let j = j.ack(&a.roce(), 100);
+        assert!(j.finish(1_000_000).is_empty(), "{:?}", j.finish(1_000_000));
+    }
+
+    #[test]
+    fn bytes_in_flight_bound_mr_mpc_1() {
+        let c = MpConfig {
+            pmtu: 256,
+            cwnd_max: 1024,
+            entropy_set: vec![],
+            ..MpConfig::default()
+        };
+        let mut j = MpJudge::new(c, CapturePoint::Requester);
+        for i in 0..4u32 {
+            j = j.request(&data(i, false).roce(), 1, u64::from(i));
+        }
+        assert!(j.findings.is_empty());
+        let j = j.request(&data(4, false).roce(), 1, 5);
+        assert_eq!(ids(&j.findings), vec!["MR-MPC-1"]);
+    }
+}

@@ -1,0 +1,128 @@
+//! Loss detection (§7.8), retirement of the entropy value a loss is
+//! attributable to (§7.13), the decrease it causes (§7.12), and the RTO timer.
+
+use super::{LossCause, MpRequester, WrOp};
+use crate::model::{CompletionSpec, Effect, Field, Outcomes, WcStatus};
+
+/// Requirements whose checks this file holds (traceability).
+pub const IMPLEMENTS: &[&str] = &[
+    "MR-MPL-3",
+    "MR-MPL-4",
+    "MR-MPL-5",
+    "MR-MPF-1",
+    "MR-MPT-7",
+    "MR-MPC-7",
+    "MR-MPP-14",
+];
+
+impl MpRequester {
+    /// Deems the unit at `idx` lost: retires its entropy value when the loss
+    /// is attributable (rules (a), (b): MR-MPF-1; never for (c): MR-MPT-7)
+    /// and applies a multiplicative decrease (MR-MPC-7, limited by MR-MPC-3).
+    pub(crate) fn deem_lost(&mut self, idx: u64, cause: LossCause, now: u64) {
+        let Some(seg) = self.segs.get_mut(&idx) else {
+            return;
+        };
+        if seg.acked || seg.lost.is_some() {
+            return;
+        }
+        seg.lost = Some(cause);
+        let ev = seg.entropy;
+        if matches!(cause, LossCause::Reorder | LossCause::Timeout)
+            && self.entropy.retire(ev, now, self.cfg.retire_hold)
+        {
+            self.counters.mp_entropy_retired += 1;
+        }
+        if cause != LossCause::Rnr {
+            let srtt = self.rtt.srtt_or(&self.cfg);
+            self.cc.decrease(&self.cfg, now, srtt);
+        }
+    }
+
+    /// Rule (a): every unit not acknowledged and not lost with at least K
+    /// acknowledged PSNs transmitted after its latest transmission (MR-MPL-3,
+    /// MR-MPL-4).
+    pub(crate) fn detect_reorder(&mut self, now: u64) {
+        let k = self.cfg.reorder_threshold as usize;
+        let lost: Vec<u64> = self
+            .segs
+            .iter()
+            .filter(|(_, s)| !s.acked && s.lost.is_none())
+            .filter(|(_, s)| self.acked_seqs.iter().filter(|&&q| q > s.tx_seq).count() >= k)
+            .map(|(&i, _)| i)
+            .collect();
+        for i in lost {
+            self.deem_lost(i, LossCause::Reorder, now);
+        }
+    }
+
+    /// Rule (b) at `now`: units whose latest transmission is older than the
+    /// RTO (MR-MPL-5), and atomics without an Atomic Acknowledge (MR-MPP-14).
+    /// An expiry doubles the RTO (MR-MPL-2); more than `retry_cnt` expiries in
+    /// a row end the QP (MR-MPL-8). Returns the outcomes of the expiry.
+    pub(crate) fn detect_timeout(&mut self, now: u64) -> Outcomes {
+        let rto = self.rtt.rto(&self.cfg);
+        let expired: Vec<u64> = self
+            .segs
+            .iter()
+            .filter(|(_, s)| s.lost.is_none() && now.saturating_sub(s.tx_time) >= rto)
+            .filter(|(_, s)| {
+                !s.acked
+                    || self.wrs.get(&s.wr).is_some_and(|w| {
+                        matches!(w.wr.op, WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. })
+                            && w.atomic_done.is_none()
+                    })
+            })
+            .map(|(&i, _)| i)
+            .collect();
+        if expired.is_empty() {
+            return Outcomes::none();
+        }
+        for i in &expired {
+            if let Some(s) = self.segs.get_mut(i) {
+                // An acknowledged atomic awaiting its Atomic Acknowledge is sent again.
+                s.acked = false;
+            }
+            self.deem_lost(*i, LossCause::Timeout, now);
+        }
+        self.rtt.backoff += 1;
+        self.retries += 1;
+        if self.retries > self.cfg.retry_cnt {
+            self.error = true;
+            let mut out = Outcomes::none();
+            if let Some(w) = self.wrs.values().next() {
+                out = out.require(
+                    &["MR-MPL-8"],
+                    Effect::Complete(CompletionSpec {
+                        wr: w.wr.wr,
+                        status: Field::Exact(WcStatus::RetryExcErr),
+                        byte_len: Field::Any,
+                        imm: Field::Any,
+                    }),
+                );
+            }
+            return out.require(&["MR-MPL-8"], Effect::EnterError);
+        }
+        Outcomes::none()
+    }
+
+    /// Time passes to `now`: RTO expiries (MR-MPL-5), READ responses missing by
+    /// time (MR-MPR-6), probes that came due (MR-MPF-3); then what may or must
+    /// be sent.
+    pub fn on_timer(&self, now: u64) -> (Self, Outcomes) {
+        let mut next = self.clone();
+        next.now = next.now.max(now);
+        if next.error {
+            return (next, Outcomes::none());
+        }
+        let mut out = next.detect_timeout(now);
+        next.detect_read_missing(now, true);
+        if next.error {
+            return (next, out);
+        }
+        let send = next.next_packets(now);
+        out.required.extend(send.required);
+        out.optional.extend(send.optional);
+        (next, out)
+    }
+}

@@ -1,0 +1,55 @@
+//! Recognition of trimmed MP packets (SPEC.md §7.10).
+
+use super::{ArrivalInfo, MpConfig};
+use metaroce_codec::ext::ExtHeaders;
+use metaroce_codec::{BthRepr, Dialect, Opcode, RocePacket};
+
+/// Requirements whose checks this file holds (traceability).
+pub const IMPLEMENTS: &[&str] = &["MR-MPT-1", "MR-MPT-3", "MR-MPT-4"];
+
+/// The MP data opcodes a switch may trim: 0xC0–0xC3, 0xC5, 0xCB.
+pub fn is_data_opcode(op: Opcode) -> bool {
+    matches!(op.0, 0xC0..=0xC3 | 0xC5 | 0xCB)
+}
+
+/// Whether a packet is trimmed by the three facts of §7.10 (MR-MPT-1): the
+/// DSCP is `mp_trim_dscp`, the opcode is a data opcode, and the bytes after
+/// the extension headers that the IP length gives are fewer than the payload
+/// the MPETH implies plus its pad plus the 4-byte ICRC. Only when the
+/// receiver declares `mp_trimming` and `mp_trim_dscp` is set.
+pub fn is_trimmed(cfg: &MpConfig, packet: &RocePacket<'_>, arrival: &ArrivalInfo) -> bool {
+    let Some(dscp) = cfg.trim_dscp else {
+        return false;
+    };
+    if !cfg.trimming || arrival.dscp != dscp || !is_data_opcode(packet.bth.opcode) {
+        return false;
+    }
+    let Some(mpeth) = packet.ext.mpeth else {
+        return false;
+    };
+    let header_len = packet.header_len();
+    let available = arrival
+        .ip_roce_len
+        .unwrap_or_else(|| packet.buffer_len())
+        .saturating_sub(header_len);
+    let implied = u64::from(cfg.pmtu).min(u64::from(mpeth.msg_len.saturating_sub(mpeth.offset)));
+    let pad = (4 - implied % 4) % 4;
+    (available as u64) < implied + pad + 4
+}
+
+/// The headers of a possibly trimmed packet: BTH and the extension headers of
+/// its opcode, with everything after them as payload and no ICRC. `None` when
+/// the bytes do not hold the complete headers, so the packet is dropped
+/// (MR-MPT-4).
+pub fn trimmed_view(roce_bytes: &[u8]) -> Option<RocePacket<'_>> {
+    let (bth, rest) = BthRepr::parse(roce_bytes).ok()?;
+    let layout = bth.opcode.layout(Dialect::MetaRoce)?;
+    let (ext, rest) = ExtHeaders::parse(layout.headers, rest).ok()?;
+    Some(RocePacket {
+        bth,
+        ext,
+        payload: rest,
+        pad: &[],
+        icrc: [0; 4],
+    })
+}
