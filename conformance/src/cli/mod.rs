@@ -1,5 +1,6 @@
 //! Command-line interface: argument parsing and dispatch.
 
+mod check;
 mod decode;
 
 use clap::{Parser, Subcommand};
@@ -18,6 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// Decode every frame of a pcap or pcapng capture, like `tshark -V`, or as JSON lines.
     Decode(decode::DecodeArgs),
+    /// Check every frame of a capture against the per-packet requirements of SPEC.md.
+    Check(check::CheckArgs),
 }
 
 /// Parses the process arguments, runs the command, and returns the exit code
@@ -37,5 +40,6 @@ pub fn run() -> u8 {
     };
     match cli.command {
         Command::Decode(args) => decode::run(&args),
+        Command::Check(args) => check::run(&args),
     }
 }

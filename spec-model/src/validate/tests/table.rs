@@ -109,3 +109,37 @@ fn rd_and_xrc_opcodes_get_an_informational_note_only() {
         assert_eq!(findings[0].severity, Severity::Info);
     }
 }
+
+#[test]
+fn no_panic_on_any_single_byte_change_of_any_opcode() {
+    // Every byte of every table opcode's frame set to 0x00, 0xFF and
+    // flipped, with PMTU unknown, known, and a trimming DSCP configured.
+    let contexts = [
+        ctx(),
+        with_pmtu(256),
+        Context {
+            trim_dscp: Some(0),
+            pkey: Some(0xFFFF),
+            at_sender: true,
+            ..Context::default()
+        },
+    ];
+    for op in (0..=255u8).map(Opcode) {
+        if op.layout(Dialect::MetaRoce).is_none() {
+            continue;
+        }
+        let bytes = conforming(op, 256).build();
+        for i in 0..bytes.len() {
+            for value in [0x00, 0xFF, bytes[i] ^ 0x55] {
+                let mut changed = bytes.clone();
+                changed[i] = value;
+                for c in &contexts {
+                    if let Ok(frame) = metaroce_codec::Frame::parse(&changed, &c.parse_options()) {
+                        let _ =
+                            crate::validate_frame(&frame, metaroce_codec::icrc::verify(&frame), c);
+                    }
+                }
+            }
+        }
+    }
+}
