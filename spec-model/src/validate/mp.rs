@@ -270,8 +270,9 @@ fn probe(p: &Packet<'_, '_>, m: &MpethRepr, out: &mut Vec<Finding>) {
 }
 
 /// MP ACK and MP Atomic Acknowledge: MR-MPH-6 (AckReq, SE, PadCnt 0),
-/// MR-MPA-8 (acknowledging syndrome 0x1F), MR-MPL-9 (no NAK code 0) and
-/// MR-MPP-13 (an atomic acknowledgement acknowledges, bitmap bit 0 set).
+/// MR-MPA-8 (acknowledging syndrome 0x1F), MR-MPL-9 (no NAK code 0),
+/// MR-MPT-5 (a NAK 0x65 has T set) and MR-MPP-13 (an atomic
+/// acknowledgement acknowledges, bitmap bit 0 set).
 fn acknowledgement(p: &Packet<'_, '_>, sack: &SackethRepr, out: &mut Vec<Finding>) {
     let bth = &p.roce.bth;
     for (wrong, what) in [
@@ -304,6 +305,12 @@ fn acknowledgement(p: &Packet<'_, '_>, sack: &SackethRepr, out: &mut Vec<Finding
             ));
         }
         _ => {}
+    }
+    if syndrome.0 == 0x65 && !sack.trimmed {
+        out.push(Finding::new(
+            "MR-MPT-5",
+            format!("{} with NAK 0x65 (packet trimmed) but T clear", p.op),
+        ));
     }
     if p.op == Opcode::MP_ATOMIC_ACK {
         if !matches!(syndrome.kind(), SyndromeKind::Ack { .. }) {

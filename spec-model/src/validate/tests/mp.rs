@@ -1,5 +1,5 @@
 //! MP: MR-MPS-1, MR-MPT-9, MR-MPH-2, 6, 9, 10, 11, 12, 13, MR-MPR-1,
-//! MR-MPR-7, MR-MPF-4, MR-MPA-8, MR-MPL-9, MR-MPP-13.
+//! MR-MPR-7, MR-MPF-4, MR-MPA-8, MR-MPL-9, MR-MPT-5, MR-MPP-13.
 
 use super::{Context, assert_clean, assert_only, ctx, data, mp_send, mpeth, with_pmtu};
 use metaroce_codec::ext::{RethRepr, Syndrome};
@@ -209,10 +209,23 @@ fn mr_mph_6_mp_acknowledgements_carry_ack_req_se_and_padcnt_0() {
 fn mr_mpa_8_mp_acknowledges_with_syndrome_0x1f() {
     let credit = mp_ack().ext(|e| e.sacketh.as_mut().unwrap().syndrome = Syndrome(0x05));
     assert_only(&credit, &ctx(), "MR-MPA-8");
-    for nak in [0x2C, 0x61, 0x65] {
+    for nak in [0x2C, 0x61] {
         let b = mp_ack().ext(move |e| e.sacketh.as_mut().unwrap().syndrome = Syndrome(nak));
         assert_clean(&b, &ctx());
     }
+}
+
+#[test]
+fn mr_mpt_5_a_trimmed_nak_has_t_set() {
+    let nak = |trimmed| {
+        mp_ack().ext(move |e| {
+            let s = e.sacketh.as_mut().unwrap();
+            s.syndrome = Syndrome(0x65);
+            s.trimmed = trimmed;
+        })
+    };
+    assert_clean(&nak(true), &ctx());
+    assert_only(&nak(false), &ctx(), "MR-MPT-5");
 }
 
 #[test]
