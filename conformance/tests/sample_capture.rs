@@ -131,6 +131,7 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
         ),
         (
             req(Opcode::RC_CMP_SWAP, 106)
+                .ack_req(true)
                 .ext(atomic(0x3000, 7, 0))
                 .build(),
             "Compare & Swap at 0x3000: 0 -> 7",
@@ -143,6 +144,7 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
         ),
         (
             req(Opcode::RC_FETCH_ADD, 107)
+                .ack_req(true)
                 .ext(atomic(0x3000, 5, 0))
                 .build(),
             "Fetch & Add 5 at 0x3000",
@@ -154,7 +156,10 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
             "Atomic ACK, original 7",
         ),
         (
-            req(Opcode::RC_SEND_ONLY, 110).payload(*b"gap").build(),
+            req(Opcode::RC_SEND_ONLY, 110)
+                .ack_req(true)
+                .payload(*b"gap")
+                .build(),
             "SEND with PSN 110: 108-109 missing",
         ),
         (
@@ -162,7 +167,10 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
             "NAK PSN sequence error, expected PSN 108",
         ),
         (
-            req(Opcode::RC_SEND_ONLY, 108).payload(*b"late").build(),
+            req(Opcode::RC_SEND_ONLY, 108)
+                .ack_req(true)
+                .payload(*b"late")
+                .build(),
             "SEND PSN 108 (go-back-N resend)",
         ),
         (
@@ -204,6 +212,7 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
     for (i, (offset, last)) in [(0u32, false), (1024, true)].into_iter().enumerate() {
         let mp = req(Opcode::MP_WRITE, 200 + i as u32)
             .udp_src_port(0xC100 + 7 * i as u16)
+            .ack_req(last)
             .traffic_class(0x02)
             .ext(|e| {
                 e.mpeth = Some(MpethRepr {
@@ -246,6 +255,7 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
     ));
     f.push((
         req(Opcode::RC_SEND_ONLY, 111)
+            .ack_req(true)
             .payload(*b"bad icrc")
             .corrupt_icrc()
             .build(),
@@ -253,6 +263,7 @@ fn frames() -> Vec<(Vec<u8>, &'static str)> {
     ));
     f.push((
         req(Opcode::RC_SEND_ONLY, 112)
+            .ack_req(true)
             .payload(*b"xy")
             .pad_count(3)
             .pad_bytes(vec![])

@@ -8,6 +8,8 @@
 //!   document itself.
 //! - [`finding`]: what a validator or model reports: a requirement ID, a
 //!   severity from its keyword, and a one-line message.
+//! - [`validate`]: the static per-packet validators: the sender's obligations
+//!   that one packet shows.
 //!
 //! Code that implements a requirement cites its ID (`MR-<AREA>-<n>`) in a
 //! string or comment next to the check; the traceability check
@@ -17,9 +19,11 @@
 pub mod finding;
 pub mod model;
 pub mod requirements;
+pub mod validate;
 
 pub use finding::Finding;
 pub use requirements::{Keyword, Observation, Requirement, Severity};
+pub use validate::{Context, validate_decode_error, validate_frame};
 
 /// A conformance profile (SPEC.md §1.4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

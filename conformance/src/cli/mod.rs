@@ -1,5 +1,6 @@
 //! Command-line interface: argument parsing and dispatch.
 
+mod check;
 mod decode;
 mod spec;
 
@@ -19,6 +20,8 @@ pub struct Cli {
 pub enum Command {
     /// Decode every frame of a pcap or pcapng capture, like `tshark -V`, or as JSON lines.
     Decode(decode::DecodeArgs),
+    /// Check every frame of a capture against the per-packet requirements of SPEC.md.
+    Check(check::CheckArgs),
     /// Questions about the specification (SPEC.md).
     #[command(subcommand)]
     Spec(spec::SpecCommand),
@@ -41,6 +44,7 @@ pub fn run() -> u8 {
     };
     match cli.command {
         Command::Decode(args) => decode::run(&args),
+        Command::Check(args) => check::run(&args),
         Command::Spec(command) => spec::run(&command),
     }
 }

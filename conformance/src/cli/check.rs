@@ -1,0 +1,128 @@
+//! `metaroce check FILE`: the per-packet checks of every frame of a capture.
+//!
+//! Streams the capture (constant memory), decodes each frame, verifies its
+//! ICRC and runs the spec model's static validators; prints each finding with
+//! its frame number and requirement ID, then (text) a summary. Exit code 0
+//! when no finding is a MUST, 1 otherwise, 4 for bad input: a file that is
+//! not a capture or ends inside a record gets a one-line error naming the
+//! file and byte offset.
+
+use crate::capture::CaptureReader;
+use crate::check::{Checker, finding_json, finding_text, summary_text};
+use crate::exit;
+use clap::{Args, ValueEnum};
+use metaroce_spec::Profile;
+use metaroce_spec::validate::{Context, PMTU_VALUES};
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+/// Arguments of `metaroce check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Capture file (pcap or pcapng).
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Path MTU of the traffic (256, 512, 1024, 2048 or 4096); unknown by default.
+    #[arg(long, value_parser = parse_pmtu)]
+    pub pmtu: Option<u32>,
+    /// UDP destination port that marks RoCEv2 (repeat for several); a port
+    /// other than 4791 is decoded and reported (MR-ENC-11).
+    #[arg(long = "port", value_name = "PORT", default_value = "4791")]
+    pub ports: Vec<u16>,
+    /// Check a Base-only implementation: MP opcodes are not decoded and break MR-OPC-6.
+    #[arg(long)]
+    pub base: bool,
+    /// The capture was taken at the sender, before any switch: ECN CE is the
+    /// sender's (MR-ENC-21).
+    #[arg(long)]
+    pub at_sender: bool,
+}
+
+/// Output formats of `check`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One line per finding, then a summary.
+    Text,
+    /// One JSON object per finding: frame, id, severity, message.
+    Jsonl,
+}
+
+fn parse_pmtu(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(v) if PMTU_VALUES.contains(&v) => Ok(v),
+        _ => Err(format!("{s} is not a PMTU (256, 512, 1024, 2048 or 4096)")),
+    }
+}
+
+/// Runs `check`; returns the exit code.
+pub fn run(args: &CheckArgs) -> u8 {
+    let ctx = Context {
+        pmtu: args.pmtu,
+        roce_ports: args.ports.clone(),
+        profile: if args.base {
+            Profile::Base
+        } else {
+            Profile::Mp
+        },
+        at_sender: args.at_sender,
+        ..Context::default()
+    };
+    let mut checker = Checker::new(ctx);
+    let mut reader = match CaptureReader::open(&args.file) {
+        Ok(reader) => reader,
+        Err(e) => return bad_input(args, &e),
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    loop {
+        let frame = match reader.next_frame() {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = out.flush();
+                return bad_input(args, &e);
+            }
+        };
+        for finding in checker.check(frame.linktype, frame.data) {
+            let written = match args.format {
+                Format::Text => writeln!(out, "{}", finding_text(frame.number, &finding)),
+                Format::Jsonl => writeln!(out, "{}", finding_json(frame.number, &finding)),
+            };
+            if let Err(e) = written {
+                return output_error(&e);
+            }
+        }
+    }
+    let summary = checker.summary();
+    if args.format == Format::Text {
+        let separator = if summary.findings() > 0 { "\n" } else { "" };
+        if let Err(e) = write!(out, "{separator}{}", summary_text(summary)) {
+            return output_error(&e);
+        }
+    }
+    if let Err(e) = out.flush() {
+        return output_error(&e);
+    }
+    if summary.must > 0 {
+        exit::FAIL
+    } else {
+        exit::OK
+    }
+}
+
+fn bad_input(args: &CheckArgs, error: &dyn std::fmt::Display) -> u8 {
+    eprintln!("metaroce check: {}: {error}", args.file.display());
+    exit::BAD_INPUT
+}
+
+/// A closed pipe (`metaroce check f | head`) ends the output, not the verdict.
+fn output_error(e: &io::Error) -> u8 {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        exit::OK
+    } else {
+        eprintln!("metaroce check: writing output: {e}");
+        exit::ERROR
+    }
+}

@@ -1,0 +1,252 @@
+//! `metaroce check`, run as a user runs it: a clean capture passes, broken
+//! packets are named by frame and requirement ID, bad input exits 4, and the
+//! committed sample capture gives its broken frames' findings (23: ICRC,
+//! 24: PadCnt) and those of the packets it sends without AckReq.
+
+use metaroce_codec::ext::{AethRepr, MpethRepr, RethRepr, Syndrome};
+use metaroce_codec::{Msn, Opcode, PacketBuilder};
+use metaroce_conformance::capture::PcapNgWriter;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn sample() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vectors/captures/sample.pcapng")
+}
+
+fn metaroce(args: &[&str], file: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metaroce"))
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("runs metaroce")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("metaroce-check-{}-{name}", std::process::id()))
+}
+
+/// Writes the frames as a pcapng file.
+fn capture(name: &str, frames: &[Vec<u8>]) -> PathBuf {
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(1_000 * i as u64, f, f.len() as u32, None)
+            .unwrap();
+    }
+    let path = temp_path(name);
+    std::fs::write(&path, w.into_inner()).unwrap();
+    path
+}
+
+fn send_only(psn: u32) -> PacketBuilder {
+    PacketBuilder::new(Opcode::RC_SEND_ONLY)
+        .psn(psn)
+        .ack_req(true)
+        .payload(*b"thirteen byte")
+}
+
+fn clean_frames() -> Vec<Vec<u8>> {
+    vec![
+        send_only(1).build(),
+        PacketBuilder::new(Opcode::RC_ACK)
+            .psn(1)
+            .aeth(AethRepr {
+                syndrome: Syndrome::ACK_UNLIMITED,
+                msn: Msn::new(1),
+            })
+            .build(),
+        PacketBuilder::new(Opcode::RC_WRITE_FIRST)
+            .psn(2)
+            .ext(|e| {
+                e.reth = Some(RethRepr {
+                    va: 0x1000,
+                    rkey: 7,
+                    dma_len: 1500,
+                })
+            })
+            .payload(vec![1; 1024])
+            .build(),
+        PacketBuilder::new(Opcode::CNP).udp_src_port(0).build(),
+        PacketBuilder::new(Opcode::MP_SEND)
+            .ack_req(true)
+            .udp_src_port(0xC123)
+            .ext(|e| {
+                e.mpeth = Some(MpethRepr {
+                    first: true,
+                    last: true,
+                    msg_len: 3,
+                    ..MpethRepr::default()
+                })
+            })
+            .payload([1, 2, 3])
+            .build(),
+    ]
+}
+
+#[test]
+fn a_clean_capture_exits_0() {
+    let path = capture("clean.pcapng", &clean_frames());
+    let out = metaroce(&["check", "--pmtu", "1024"], &path);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(text.contains("  frames: 5\n"), "{text}");
+    assert!(text.contains("  RoCE frames: 5\n"), "{text}");
+    assert!(
+        text.contains("  findings: 0 (must 0, should 0, info 0)"),
+        "{text}"
+    );
+    std::fs::remove_file(path).unwrap();
+}
+
+/// Frame 2: bad PadCnt (MR-PKT-4); 3: bad ICRC (MR-ICRC-1); 4: Resv7 set
+/// (MR-BTH-2); 5: source port outside 0xC000–0xFFFF (MR-ENC-13, a SHOULD).
+fn bad_frames() -> Vec<Vec<u8>> {
+    vec![
+        send_only(1).build(),
+        send_only(2).pad_count(1).build(),
+        send_only(3).corrupt_icrc().build(),
+        send_only(4).bth(|b| b.resv7 = 0x01).build(),
+        send_only(5).udp_src_port(0x1234).build(),
+    ]
+}
+
+#[test]
+fn broken_packets_exit_1_and_are_named_by_frame_and_id() {
+    let path = capture("bad.pcapng", &bad_frames());
+    let out = metaroce(&["check"], &path);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    for expected in [
+        "frame 2: MR-PKT-4 [must] PadCnt 1 but payload 13 bytes needs 3",
+        "frame 3: MR-ICRC-1 [must]",
+        "frame 4: MR-BTH-2 [must] Resv7 0x01 instead of 0",
+        "frame 5: MR-ENC-13 [should]",
+        "  findings: 4 (must 3, should 1, info 0)",
+        "    MR-ICRC-1    1",
+    ] {
+        assert!(text.contains(expected), "no {expected:?} in\n{text}");
+    }
+    assert!(!text.contains("frame 1:"), "{text}");
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn only_should_findings_exit_0() {
+    // MR-ENC-6 (Don't Fragment) is a SHOULD: reported, not failed.
+    let path = capture("should.pcapng", &[send_only(1).ipv4_flags_frag(0).build()]);
+    let out = metaroce(&["check"], &path);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("frame 1: MR-ENC-6 [should]"));
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn jsonl_has_one_object_per_finding() {
+    let path = capture("bad-jsonl.pcapng", &bad_frames());
+    let out = metaroce(&["check", "--format", "jsonl"], &path);
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let got: Vec<(u64, &str, &str)> = lines
+        .iter()
+        .map(|l| {
+            assert!(l["message"].is_string());
+            (
+                l["frame"].as_u64().unwrap(),
+                l["id"].as_str().unwrap(),
+                l["severity"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (2, "MR-PKT-4", "must"),
+            (3, "MR-ICRC-1", "must"),
+            (4, "MR-BTH-2", "must"),
+            (5, "MR-ENC-13", "should"),
+        ]
+    );
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn text_output_of_the_sample_capture() {
+    let out = metaroce(&["check"], &sample());
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    for expected in [
+        // The two frames broken on purpose.
+        "frame 23: MR-ICRC-1 [must]",
+        "frame 24: MR-PKT-4 [must] PadCnt 3 exceeds",
+        "  findings: 2 (must 2, should 0, info 0)\n",
+        "  frames: 24\n",
+        "  RoCE frames: 24\n",
+        "  undecodable frames: 1\n",
+    ] {
+        assert!(text.contains(expected), "no {expected:?} in\n{text}");
+    }
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn base_flags_the_mp_frames_of_the_sample() {
+    let out = metaroce(&["check", "--base", "--format", "jsonl"], &sample());
+    let text = stdout(&out);
+    let opc6: Vec<u64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["id"] == "MR-OPC-6")
+        .map(|l| l["frame"].as_u64().unwrap())
+        .collect();
+    assert_eq!(opc6, [20, 21, 22], "MR-OPC-6 on the MP frames");
+}
+
+#[test]
+fn a_text_file_is_bad_input() {
+    let path = temp_path("text.pcap");
+    std::fs::write(&path, b"this is not a capture\n").unwrap();
+    let out = metaroce(&["check"], &path);
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(path.to_str().unwrap()) && err.contains("byte offset 0"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn a_truncated_capture_is_bad_input() {
+    let bytes = std::fs::read(sample()).unwrap();
+    let path = temp_path("cut.pcapng");
+    std::fs::write(&path, &bytes[..bytes.len() - 50]).unwrap();
+    let out = metaroce(&["check"], &path);
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("truncated") && err.contains("byte offset"),
+        "{err}"
+    );
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn a_pmtu_that_is_not_a_pmtu_is_bad_input() {
+    let out = metaroce(&["check", "--pmtu", "1500"], &sample());
+    assert_eq!(out.status.code(), Some(4));
+}

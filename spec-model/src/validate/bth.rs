@@ -1,0 +1,93 @@
+//! Base Transport Header (SPEC.md §4.1): reserved bits, congestion bits,
+//! P_Key and the solicited-event bit.
+
+use super::{Context, Packet};
+use crate::Finding;
+use metaroce_codec::{Opcode, ServiceClass};
+
+/// MR-BTH-2, MR-BTH-4 and MR-BTH-7.
+pub(super) fn check(p: &Packet<'_, '_>, ctx: &Context, out: &mut Vec<Finding>) {
+    let bth = &p.roce.bth;
+    let cnp = p.op == Opcode::CNP;
+    // TVer, M and FECN of a CNP are judged against MR-CNP-3 (cnp.rs).
+    if !cnp {
+        if bth.tver != 0 {
+            out.push(Finding::new(
+                "MR-BTH-2",
+                format!("TVer {} instead of 0", bth.tver),
+            ));
+        }
+        if bth.migreq {
+            out.push(Finding::new("MR-BTH-2", "M (MigReq) set; must be 0"));
+        }
+        if bth.fecn {
+            out.push(Finding::new("MR-BTH-2", "FECN set; must be 0"));
+        }
+        if bth.becn {
+            out.push(Finding::new("MR-BTH-2", "BECN set outside a CNP"));
+        }
+    }
+    if bth.resv6a != 0 {
+        out.push(Finding::new(
+            "MR-BTH-2",
+            format!("Resv6a 0x{:02x} instead of 0", bth.resv6a),
+        ));
+    }
+    if bth.resv7 != 0 {
+        out.push(Finding::new(
+            "MR-BTH-2",
+            format!("Resv7 0x{:02x} instead of 0", bth.resv7),
+        ));
+    }
+    pkey(bth.pkey, ctx, out);
+    if bth.se && se_allowed(p) == Some(false) {
+        out.push(Finding::new(
+            "MR-BTH-7",
+            format!(
+                "SE set in {}, which is not the last or only packet of a SEND or WRITE with Immediate",
+                p.op
+            ),
+        ));
+    }
+}
+
+/// MR-BTH-4: the QP's P_Key, which is never 0 (range 0x0001–0xFFFF, §10.1).
+fn pkey(value: u16, ctx: &Context, out: &mut Vec<Finding>) {
+    if value == 0 {
+        out.push(Finding::new(
+            "MR-BTH-4",
+            "P_Key 0x0000 is no QP's P_Key (range 0x0001–0xFFFF)",
+        ));
+    } else if let Some(expected) = ctx.pkey
+        && value != expected
+    {
+        out.push(Finding::new(
+            "MR-BTH-4",
+            format!("P_Key 0x{value:04x} but the QP's P_Key is 0x{expected:04x}"),
+        ));
+    }
+}
+
+/// Whether this request may carry SE (MR-BTH-7); `None` where another
+/// requirement judges SE (responses: MR-ACK-6, MR-MPH-6; CNP: MR-CNP-3) or
+/// the opcode is not a MetaRoCE one.
+fn se_allowed(p: &Packet<'_, '_>) -> Option<bool> {
+    p.layout?;
+    let op = p.op;
+    match op.class() {
+        ServiceClass::Rc | ServiceClass::Uc => match op.operation() {
+            0x0D..=0x12 => None,
+            0x02..=0x05 | 0x09 | 0x0B | 0x16 | 0x17 => Some(true),
+            _ => Some(false),
+        },
+        ServiceClass::Ud => Some(true),
+        ServiceClass::Vendor => match op {
+            Opcode::MP_ACK | Opcode::MP_ATOMIC_ACK => None,
+            Opcode::MP_SEND | Opcode::MP_SEND_IMM | Opcode::MP_SEND_INV | Opcode::MP_WRITE_IMM => {
+                Some(p.roce.ext.mpeth.is_some_and(|m| m.last))
+            }
+            _ => Some(false),
+        },
+        ServiceClass::Cnp | ServiceClass::Rd | ServiceClass::Xrc => None,
+    }
+}
