@@ -3,31 +3,13 @@
 //! committed sample capture gives its broken frames' findings (23: ICRC,
 //! 24: PadCnt) and those of the packets it sends without AckReq.
 
+mod common;
+use common::*;
+use std::path::PathBuf;
+
 use metaroce_codec::ext::{AethRepr, MpethRepr, RethRepr, Syndrome};
 use metaroce_codec::{Msn, Opcode, PacketBuilder};
 use metaroce_conformance::capture::PcapNgWriter;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn sample() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vectors/captures/sample.pcapng")
-}
-
-fn metaroce(args: &[&str], file: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_metaroce"))
-        .args(args)
-        .arg(file)
-        .output()
-        .expect("runs metaroce")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn temp_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("metaroce-check-{}-{name}", std::process::id()))
-}
 
 /// Writes the frames as a pcapng file.
 fn capture(name: &str, frames: &[Vec<u8>]) -> PathBuf {

@@ -2,30 +2,8 @@
 //! the jsonl format promises, and bad input (exit code 4, one line naming the
 //! file and byte offset).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn sample() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vectors/captures/sample.pcapng")
-}
-
-fn metaroce(args: &[&str], file: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_metaroce"))
-        .args(args)
-        .arg(file)
-        .output()
-        .expect("runs metaroce")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("metaroce-decode-{}-{name}", std::process::id()));
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
+mod common;
+use common::*;
 
 #[test]
 fn text_output_of_the_sample_capture() {

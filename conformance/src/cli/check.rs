@@ -72,7 +72,7 @@ pub fn run(args: &CheckArgs) -> u8 {
     let mut checker = Checker::new(ctx);
     let mut reader = match CaptureReader::open(&args.file) {
         Ok(reader) => reader,
-        Err(e) => return bad_input(args, &e),
+        Err(e) => return super::bad_input("check", &args.file, &e),
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -82,7 +82,7 @@ pub fn run(args: &CheckArgs) -> u8 {
             Ok(None) => break,
             Err(e) => {
                 let _ = out.flush();
-                return bad_input(args, &e);
+                return super::bad_input("check", &args.file, &e);
             }
         };
         for finding in checker.check(frame.linktype, frame.data) {
@@ -91,7 +91,7 @@ pub fn run(args: &CheckArgs) -> u8 {
                 Format::Jsonl => writeln!(out, "{}", finding_json(frame.number, &finding)),
             };
             if let Err(e) = written {
-                return output_error(&e);
+                return super::output_error("check", &e);
             }
         }
     }
@@ -99,30 +99,15 @@ pub fn run(args: &CheckArgs) -> u8 {
     if args.format == Format::Text {
         let separator = if summary.findings() > 0 { "\n" } else { "" };
         if let Err(e) = write!(out, "{separator}{}", summary_text(summary)) {
-            return output_error(&e);
+            return super::output_error("check", &e);
         }
     }
     if let Err(e) = out.flush() {
-        return output_error(&e);
+        return super::output_error("check", &e);
     }
     if summary.must > 0 {
         exit::FAIL
     } else {
         exit::OK
-    }
-}
-
-fn bad_input(args: &CheckArgs, error: &dyn std::fmt::Display) -> u8 {
-    eprintln!("metaroce check: {}: {error}", args.file.display());
-    exit::BAD_INPUT
-}
-
-/// A closed pipe (`metaroce check f | head`) ends the output, not the verdict.
-fn output_error(e: &io::Error) -> u8 {
-    if e.kind() == io::ErrorKind::BrokenPipe {
-        exit::OK
-    } else {
-        eprintln!("metaroce check: writing output: {e}");
-        exit::ERROR
     }
 }

@@ -51,7 +51,7 @@ pub fn run(args: &DecodeArgs) -> u8 {
     };
     let mut reader = match CaptureReader::open(&args.file) {
         Ok(reader) => reader,
-        Err(e) => return bad_input(args, &e),
+        Err(e) => return super::bad_input("decode", &args.file, &e),
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -62,7 +62,7 @@ pub fn run(args: &DecodeArgs) -> u8 {
             Ok(None) => break,
             Err(e) => {
                 let _ = out.flush();
-                return bad_input(args, &e);
+                return super::bad_input("decode", &args.file, &e);
             }
         };
         let decoded = Decoded::new(
@@ -82,26 +82,11 @@ pub fn run(args: &DecodeArgs) -> u8 {
             }
         };
         if let Err(e) = written {
-            return output_error(&e);
+            return super::output_error("decode", &e);
         }
     }
     match out.flush() {
         Ok(()) => exit::OK,
-        Err(e) => output_error(&e),
-    }
-}
-
-fn bad_input(args: &DecodeArgs, error: &dyn std::fmt::Display) -> u8 {
-    eprintln!("metaroce decode: {}: {error}", args.file.display());
-    exit::BAD_INPUT
-}
-
-/// A closed pipe (`metaroce decode f | head`) is a normal end, not an error.
-fn output_error(e: &io::Error) -> u8 {
-    if e.kind() == io::ErrorKind::BrokenPipe {
-        exit::OK
-    } else {
-        eprintln!("metaroce decode: writing output: {e}");
-        exit::ERROR
+        Err(e) => super::output_error("decode", &e),
     }
 }

@@ -48,3 +48,26 @@ pub fn run() -> u8 {
         Command::Spec(command) => spec::run(&command),
     }
 }
+
+/// Reports input that cannot be read (not a capture, truncated, missing) as one
+/// line naming the command and file; returns [`crate::exit::BAD_INPUT`].
+pub(crate) fn bad_input(
+    command: &str,
+    file: &std::path::Path,
+    error: &dyn std::fmt::Display,
+) -> u8 {
+    eprintln!("metaroce {command}: {}: {error}", file.display());
+    crate::exit::BAD_INPUT
+}
+
+/// Handles a failed write to standard output. A closed pipe
+/// (`metaroce decode f | head`) ends the output normally; anything else is an
+/// error of the tool, not of the input.
+pub(crate) fn output_error(command: &str, e: &std::io::Error) -> u8 {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        crate::exit::OK
+    } else {
+        eprintln!("metaroce {command}: writing output: {e}");
+        crate::exit::ERROR
+    }
+}

@@ -1,0 +1,36 @@
+//! Helpers shared by the tests that run the `metaroce` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `vectors/captures/sample.pcapng`.
+pub fn sample() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vectors/captures/sample.pcapng")
+}
+
+/// Runs `metaroce ARGS FILE`.
+pub fn metaroce(args: &[&str], file: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metaroce"))
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("runs metaroce")
+}
+
+/// Standard output as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("output is UTF-8")
+}
+
+/// A path in the temporary directory, unique to this test process.
+pub fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("metaroce-test-{}-{name}", std::process::id()))
+}
+
+/// Writes `bytes` to a fresh [`temp_path`] and returns it.
+pub fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+    let path = temp_path(name);
+    std::fs::write(&path, bytes).expect("writes the temporary file");
+    path
+}
