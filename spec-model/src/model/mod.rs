@@ -1,10 +1,12 @@
 //! The executable model: QP states and the requester and responder state
 //! machines, as pure functions of (state, event).
 
+pub mod congestion;
 pub mod knowledge;
 pub mod mp;
 pub mod outcome;
 pub mod qp;
+pub mod receiver;
 pub mod requester;
 pub mod responder;
 

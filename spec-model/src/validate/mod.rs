@@ -19,7 +19,7 @@
 mod bth;
 mod cnp;
 mod decode_error;
-mod encap;
+pub(crate) mod encap;
 mod ext;
 mod icrc;
 mod mp;

@@ -26,7 +26,7 @@ mod gate;
 pub mod memory;
 mod message;
 mod nak;
-mod op;
+pub(crate) mod op;
 pub mod psn;
 mod rdma;
 pub mod recv;
