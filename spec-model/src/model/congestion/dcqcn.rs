@@ -244,8 +244,7 @@ impl ReactionPoint {
         if !due {
             return false;
         }
-        if p.clamp_tgt_rate || (p.clamp_tgt_rate_after_time_inc && self.timer_increase_since_cut)
-        {
+        if p.clamp_tgt_rate || (p.clamp_tgt_rate_after_time_inc && self.timer_increase_since_cut) {
             self.rt = self.rc;
         }
         // "MR-DCQCN-1": RC = max(rpg_min_rate, RC × max(1 − α·2^(10−gd), min_dec_fac/100)).

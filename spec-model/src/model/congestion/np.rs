@@ -170,7 +170,10 @@ impl NotificationPoint {
             // "MR-CNP-6": MP signals congestion in SACKETH, never with CNPs.
             return (self.clone(), NpDecision::Excluded(&["MR-CNP-6"]));
         }
-        if matches!(m.opcode, Opcode::RC_ACK | Opcode::RC_ATOMIC_ACK | Opcode::CNP) {
+        if matches!(
+            m.opcode,
+            Opcode::RC_ACK | Opcode::RC_ATOMIC_ACK | Opcode::CNP
+        ) {
             return (self.clone(), NpDecision::Excluded(&["MR-CNP-1"]));
         }
         let key = Self::key(params.scope, m);

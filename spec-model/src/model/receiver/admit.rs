@@ -14,9 +14,7 @@
 //! may be (a later IPv4 fragment, an IPv6 extension-header chain), addressed
 //! to port 4791.
 
-use super::{
-    Delivery, Dropped, LocalQp, MpAdmission, Receiver, UdpChecksum, Verdict, canonical,
-};
+use super::{Delivery, Dropped, LocalQp, MpAdmission, Receiver, UdpChecksum, Verdict, canonical};
 use crate::model::mp::{ArrivalInfo, MpConfig, trim};
 use crate::model::qp::{self, Packets, QpType};
 use crate::model::responder::op::{Op, op_of};
@@ -118,7 +116,10 @@ fn ipv4(bytes: &[u8]) -> Result<IpLayer<'_>, Verdict<'static>> {
     let Ok((v4, rest)) = Ipv4Repr::parse(bytes) else {
         return Err(drop(&["MR-ROB-1"], MALFORMED));
     };
-    let Some(payload) = total.checked_sub(Ipv4Repr::MIN_LEN).and_then(|n| rest.get(..n)) else {
+    let Some(payload) = total
+        .checked_sub(Ipv4Repr::MIN_LEN)
+        .and_then(|n| rest.get(..n))
+    else {
         return Err(drop(&["MR-ROB-1"], MALFORMED)); // total length below the header
     };
     if v4.compute_checksum() != v4.checksum {
@@ -173,9 +174,8 @@ fn trim_candidate<'r>(rx: &'r Receiver, ip: &IpLayer<'_>) -> Option<(&'r LocalQp
     let (bth, _) = BthRepr::parse(ip.payload.get(UdpRepr::LEN..)?).ok()?;
     let qp = rx.qps.get(&bth.dest_qp)?;
     let mp = qp.mp?;
-    let candidate = mp.trimming
-        && mp.trim_dscp == Some(ip.repr.dscp())
-        && trim::is_data_opcode(bth.opcode);
+    let candidate =
+        mp.trimming && mp.trim_dscp == Some(ip.repr.dscp()) && trim::is_data_opcode(bth.opcode);
     candidate.then_some((qp, mp))
 }
 
@@ -242,7 +242,11 @@ fn udp<'a>(rx: &Receiver, ip: &IpLayer<'a>) -> Verdict<'a> {
 }
 
 fn dialect(rx: &Receiver) -> Dialect {
-    if rx.mp { Dialect::MetaRoce } else { Dialect::Base }
+    if rx.mp {
+        Dialect::MetaRoce
+    } else {
+        Dialect::Base
+    }
 }
 
 /// How the RoCE packet was read.
@@ -258,7 +262,10 @@ enum Parsed {
 
 /// Row 8: BTH, the extension headers the opcode alone names, and the ICRC
 /// must be present.
-fn parse_roce(bytes: &[u8], dialect: Dialect) -> Result<(RocePacket<'_>, Parsed), Verdict<'static>> {
+fn parse_roce(
+    bytes: &[u8],
+    dialect: Dialect,
+) -> Result<(RocePacket<'_>, Parsed), Verdict<'static>> {
     let short = || drop(&["MR-ROB-1"], MALFORMED);
     let (bth, rest) = BthRepr::parse(bytes).map_err(|_| short())?;
     // "MR-OPC-1": the headers after BTH follow from the opcode alone (the

@@ -123,7 +123,8 @@ impl Device {
             next.counters = next.counters.bump("cnp_received");
             if qp.mp.is_some() {
                 // "MR-MPN-5": no effect on an MP QP's congestion state.
-                received.outcomes = Outcomes::none().require(&["MR-MPN-5"], Effect::Drop { counter: None });
+                received.outcomes =
+                    Outcomes::none().require(&["MR-MPN-5"], Effect::Drop { counter: None });
             } else if let (Some(p), Some(rp)) = (&self.dcqcn, self.rps.get(&d.qpn)) {
                 // "MR-DCQCN-8": only a CNP that passed admission and names
                 // this QP reaches its reaction point.

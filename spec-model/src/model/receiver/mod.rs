@@ -162,7 +162,9 @@ impl<'a> Verdict<'a> {
     /// delivered packet's outcome is its QP's).
     pub fn outcomes(&self) -> Outcomes {
         match self {
-            Verdict::Drop(d) => Outcomes::none().require(d.reqs, Effect::Drop { counter: d.counter }),
+            Verdict::Drop(d) => {
+                Outcomes::none().require(d.reqs, Effect::Drop { counter: d.counter })
+            }
             Verdict::NotMetaRoce | Verdict::Deliver(_) => Outcomes::none(),
         }
     }
