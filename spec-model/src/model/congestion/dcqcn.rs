@@ -227,7 +227,9 @@ impl ReactionPoint {
             self.rt = self.rt.saturating_add(p.ai_rate);
         }
         self.rt = self.rt.min(p.line_rate);
-        self.rc = (self.rt / 2 + self.rc / 2 + (self.rt % 2 + self.rc % 2) / 2).min(p.line_rate);
+        // (RT + RC) / 2, rounded up so that RC reaches RT.
+        let sum = u128::from(self.rt) + u128::from(self.rc) + 1;
+        self.rc = u64::try_from(sum / 2).unwrap_or(u64::MAX).min(p.line_rate);
     }
 
     /// A CNP: the cut of §6.18; returns whether the rate was cut.
