@@ -4,11 +4,13 @@
 pub mod congestion;
 pub mod knowledge;
 pub mod mp;
+pub mod negotiation;
 pub mod outcome;
 pub mod qp;
 pub mod receiver;
 pub mod requester;
 pub mod responder;
+pub mod unpredictability;
 
 pub use knowledge::Knowledge;
 pub use outcome::{
