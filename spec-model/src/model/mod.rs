@@ -2,6 +2,7 @@
 //! machines, as pure functions of (state, event).
 
 pub mod congestion;
+pub mod invariants;
 pub mod knowledge;
 pub mod mp;
 pub mod negotiation;
