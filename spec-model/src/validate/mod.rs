@@ -26,9 +26,6 @@ mod mp;
 mod opcode;
 mod packet;
 
-#[cfg(test)]
-mod tests;
-
 pub use decode_error::validate_decode_error;
 
 use crate::{Finding, Profile};
@@ -159,3 +156,6 @@ pub fn validate_frame(frame: &Frame<'_>, icrc: IcrcStatus, ctx: &Context) -> Vec
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,8 +6,8 @@
 pub mod dcqcn;
 pub mod np;
 
-#[cfg(test)]
-mod tests;
-
 pub use dcqcn::{DcqcnParams, ReactionPoint, RpChange, RpEvent};
 pub use np::{CnpSpec, Marked, NotificationPoint, NpDecision, NpParams, PacingScope, ScopeKey};
+
+#[cfg(test)]
+mod tests;

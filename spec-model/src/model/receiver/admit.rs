@@ -82,6 +82,7 @@ pub fn admit<'a>(rx: &Receiver, wire: &'a [u8]) -> Verdict<'a> {
 }
 
 /// Rows 1–3 for IPv4.
+#[allow(clippy::result_large_err)] // the error is the verdict itself
 fn ipv4(bytes: &[u8]) -> Result<IpLayer<'_>, Verdict<'static>> {
     if bytes.len() < Ipv4Repr::MIN_LEN {
         return Err(drop(&["MR-ROB-1"], MALFORMED)); // row 1
@@ -134,6 +135,7 @@ fn ipv4(bytes: &[u8]) -> Result<IpLayer<'_>, Verdict<'static>> {
 }
 
 /// Rows 1 and 4 for IPv6.
+#[allow(clippy::result_large_err)] // the error is the verdict itself
 fn ipv6(bytes: &[u8]) -> Result<IpLayer<'_>, Verdict<'static>> {
     if bytes.len() < Ipv6Repr::LEN {
         return Err(drop(&["MR-ROB-1"], MALFORMED)); // row 1
@@ -262,6 +264,7 @@ enum Parsed {
 
 /// Row 8: BTH, the extension headers the opcode alone names, and the ICRC
 /// must be present.
+#[allow(clippy::result_large_err)] // the error is the verdict itself
 fn parse_roce(
     bytes: &[u8],
     dialect: Dialect,

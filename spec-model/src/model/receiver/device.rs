@@ -4,7 +4,10 @@
 //!
 //! "MR-ROB-6": a packet changes only the state of the QP its DestQP names
 //! (and the device-wide counters and CNP pacing slots); a dropped packet
-//! changes no QP at all. The protocol state of a QP (responder, requester)
+//! changes no QP at all, so "MR-ROB-7" holds in its functional part: after
+//! any sequence of malformed packets, valid traffic is processed exactly as
+//! without them (the "no added delay" part is a timing property of an
+//! implementation, which the model does not have). The protocol state of a QP (responder, requester)
 //! is the caller's: it hands [`Received::delivery`] to that QP's model.
 
 use super::{Counters, Delivery, Receiver, Verdict, admit};
