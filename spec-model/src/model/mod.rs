@@ -1,12 +1,17 @@
 //! The executable model: QP states and the requester and responder state
 //! machines, as pure functions of (state, event).
 
+pub mod congestion;
+pub mod invariants;
 pub mod knowledge;
 pub mod mp;
+pub mod negotiation;
 pub mod outcome;
 pub mod qp;
+pub mod receiver;
 pub mod requester;
 pub mod responder;
+pub mod unpredictability;
 
 pub use knowledge::Knowledge;
 pub use outcome::{

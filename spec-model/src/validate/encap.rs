@@ -176,7 +176,7 @@ fn udp_checksum(ip: &IpRepr<'_>, udp: &UdpRepr, roce: &RocePacket<'_>, out: &mut
 /// The UDP checksum of the datagram (RFC 768, RFC 8200 §8.1): one's
 /// complement sum over the pseudo-header, the UDP header with checksum 0 and
 /// the payload; a result of 0 is sent as 0xFFFF.
-pub(super) fn udp_checksum_of(ip: &IpRepr<'_>, udp: &UdpRepr, roce: &RocePacket<'_>) -> u16 {
+pub(crate) fn udp_checksum_of(ip: &IpRepr<'_>, udp: &UdpRepr, roce: &RocePacket<'_>) -> u16 {
     let mut bytes = Vec::with_capacity(40 + UdpRepr::LEN + roce.buffer_len());
     match ip {
         IpRepr::V4(v4) => {

@@ -19,15 +19,12 @@
 mod bth;
 mod cnp;
 mod decode_error;
-mod encap;
+pub(crate) mod encap;
 mod ext;
 mod icrc;
 mod mp;
 mod opcode;
 mod packet;
-
-#[cfg(test)]
-mod tests;
 
 pub use decode_error::validate_decode_error;
 
@@ -159,3 +156,6 @@ pub fn validate_frame(frame: &Frame<'_>, icrc: IcrcStatus, ctx: &Context) -> Vec
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

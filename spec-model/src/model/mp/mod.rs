@@ -25,11 +25,6 @@ pub mod responder;
 pub mod sack;
 pub mod trim;
 
-#[cfg(test)]
-mod snapshot_tests;
-#[cfg(test)]
-pub(crate) mod testutil;
-
 pub use config::MpConfig;
 pub use matching::spec_allows;
 pub use memory::{Access, MemoryRegion, RecvQueue, RecvWr};
@@ -61,3 +56,8 @@ pub fn packets_for(len: u32, pmtu: u32) -> u32 {
         len.div_ceil(pmtu)
     }
 }
+
+#[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
+pub(crate) mod testutil;

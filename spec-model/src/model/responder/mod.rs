@@ -26,16 +26,13 @@ mod gate;
 pub mod memory;
 mod message;
 mod nak;
-mod op;
+pub(crate) mod op;
 pub mod psn;
 mod rdma;
 pub mod recv;
 pub mod resources;
 mod uc;
 mod ud;
-
-#[cfg(test)]
-mod tests;
 
 pub use config::{Features, QpAttributes};
 pub use memory::{AccessFlags, KeyFault, MemoryRegion};
@@ -133,6 +130,8 @@ pub struct Branch {
 impl ResponderState {
     /// A responder that has just entered RTR: expected PSN `rq_psn`, MSN 0
     /// (MR-QP-9), no receive work requests and no memory regions (all known).
+    /// Every `rq_psn` 0 … 0xFFFFFF is accepted, and PSN classification is
+    /// modulo 2^24, so the wrap needs no special case (MR-PSN-5).
     pub fn new(qp_type: QpType, attrs: QpAttributes, features: Features, rq_psn: Psn) -> Self {
         ResponderState {
             qp_type,
@@ -334,3 +333,6 @@ impl Eval {
         if ok { Ok(()) } else { Err(fail) }
     }
 }
+
+#[cfg(test)]
+mod tests;

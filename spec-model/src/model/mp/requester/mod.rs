@@ -19,9 +19,6 @@ pub mod rtt;
 mod send;
 mod transmit;
 
-#[cfg(test)]
-pub(crate) mod tests;
-
 pub use cc::CcState;
 pub use rtt::RttState;
 
@@ -380,3 +377,6 @@ impl MpRequester {
         w.wr.op.len().saturating_sub(i * p).min(p)
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -581,3 +581,37 @@ fn fence_and_window_mr_mpp_11_mr_mpw_2() {
     }
     assert!(r.next_packets(64).optional.is_empty(), "MR-MPW-2");
 }
+
+fn all_psns(o: &Outcomes) -> Vec<u32> {
+    o.required
+        .iter()
+        .chain(o.optional.iter())
+        .filter_map(|c| match &c.value {
+            Effect::Send(s) => exact(&s.psn).map(|p| p.value()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn rnr_nak_holds_then_retransmits_mr_mpp_18() {
+    let (r, evs) = sent_write(2);
+    let (r, _) = r.post_send(write_wr(2, 256));
+    let mut s = sack(0xFF_FFFF, 0, 0, evs[0], 1);
+    s.syndrome = Syndrome(0x21); // RNR NAK, timer code 1: 10 µs
+    let (r, _) = ack_at(&r, 0xFF_FFFF, s, 500);
+    // During the RNR wait: no new message (PSN 2) and no RNR retransmission
+    // of the refused message's first packet (a tail-loss probe of PSN 1,
+    // MR-MPL-10, may still be offered).
+    let during = all_psns(&r.next_packets(10_499));
+    assert!(
+        !during.contains(&2) && !during.contains(&0),
+        "MR-MPP-18: {during:?}"
+    );
+    // After it: the refused message's unacknowledged packets again.
+    let after = all_psns(&r.next_packets(10_500));
+    assert!(
+        after.contains(&0) && after.contains(&1),
+        "MR-MPP-18: {after:?}"
+    );
+}

@@ -223,3 +223,24 @@ pub(super) fn render(o: &Outcomes, indent: &str) -> String {
     }
     out
 }
+
+#[test]
+fn entering_rtr_sets_expected_psn_and_msn() {
+    // MR-QP-9: expected PSN = rq_psn, MSN 0, for any rq_psn (MR-PSN-5).
+    for rq_psn in [0u32, 7, 0x7F_FFFF, 0xFF_FFFF] {
+        let st = ResponderState::new(
+            QpType::Rc,
+            QpAttributes::defaults(),
+            Features::ALL,
+            Psn::new(rq_psn),
+        );
+        assert_eq!(st.epsn, Psn::new(rq_psn), "MR-QP-9");
+        assert_eq!(st.msn, Knowledge::Known(Msn::new(0)), "MR-QP-9");
+        assert_eq!(st.qp_state, QpState::Rtr);
+        // The first SEND with the expected PSN is executed and acknowledged
+        // with that PSN and MSN 1.
+        let st = rc(rq_psn, 1);
+        let (_, o) = run(&st, &req(Opcode::RC_SEND_ONLY, rq_psn).ack_req(true));
+        assert_ack(&o, rq_psn, 1);
+    }
+}
