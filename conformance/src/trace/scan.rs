@@ -94,12 +94,28 @@ fn is_test_module(file: &Path) -> bool {
             .is_some_and(|d| d.components().any(|c| c.as_os_str() == "tests"))
 }
 
-/// Splits a source file into the part before its first `#[cfg(test)]` and the rest.
+/// Splits a source file into the part before its inline test module (the
+/// first `#[cfg(test)]` followed by `mod NAME {`) and the rest. A
+/// `#[cfg(test)] mod NAME;` declaration does not split the file: the module's
+/// own file is under `tests` and counted as test code by its path, and the
+/// code after the declaration is still model code.
 fn split_at_tests(text: &str) -> (&str, &str) {
-    match text.find("#[cfg(test)]") {
-        Some(at) => text.split_at(at),
-        None => (text, ""),
+    let mut from = 0;
+    while let Some(found) = text[from..].find("#[cfg(test)]") {
+        let at = from + found;
+        let after = text[at + "#[cfg(test)]".len()..].trim_start();
+        let is_inline_module = after
+            .strip_prefix("mod ")
+            .or_else(|| after.strip_prefix("pub mod "))
+            .or_else(|| after.strip_prefix("pub(crate) mod "))
+            .and_then(|rest| rest.find(['{', ';']).map(|i| rest.as_bytes()[i] == b'{'))
+            .unwrap_or(true);
+        if is_inline_module {
+            return text.split_at(at);
+        }
+        from = at + "#[cfg(test)]".len();
     }
+    (text, "")
 }
 
 /// Marks a file whose IDs are data, not citations.
@@ -200,6 +216,14 @@ mod tests {
         assert!(!is_test_module(Path::new(
             "spec-model/src/model/responder/dup.rs"
         )));
+    }
+
+    #[test]
+    fn a_test_module_declaration_does_not_split_the_file() {
+        let (code, tests) =
+            split_at_tests("a\n#[cfg(test)]\nmod tests;\nb MR-A-1\n#[cfg(test)]\nmod t { MR-B-2 }");
+        assert_eq!(citations_in(code), vec!["MR-A-1"]);
+        assert_eq!(citations_in(tests), vec!["MR-B-2"]);
     }
 
     #[test]
