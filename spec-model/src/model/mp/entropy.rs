@@ -3,11 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Requirements whose checks this file holds (traceability).
-pub const IMPLEMENTS: &[&str] = &[
-    "MR-MPS-3", "MR-MPS-5", "MR-MPS-6", "MR-MPF-1", "MR-MPF-2", "MR-MPF-3", "MR-MPF-7", "MR-MPF-8",
-];
-
 /// A retired value and its probe schedule (MR-MPF-3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Retired {

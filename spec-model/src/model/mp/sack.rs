@@ -4,9 +4,6 @@
 use metaroce_codec::Psn;
 use std::collections::BTreeSet;
 
-/// Requirements whose checks this file holds (traceability).
-pub const IMPLEMENTS: &[&str] = &["MR-MPW-1", "MR-MPW-3", "MR-MPA-4", "MR-MPR-2", "MR-PSN-1"];
-
 /// Where a request PSN falls relative to the receive window (§7.11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PsnClass {

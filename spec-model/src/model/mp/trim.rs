@@ -4,9 +4,6 @@ use super::{ArrivalInfo, MpConfig};
 use metaroce_codec::ext::ExtHeaders;
 use metaroce_codec::{BthRepr, Dialect, Opcode, RocePacket};
 
-/// Requirements whose checks this file holds (traceability).
-pub const IMPLEMENTS: &[&str] = &["MR-MPT-1", "MR-MPT-3", "MR-MPT-4"];
-
 /// The MP data opcodes a switch may trim: 0xC0–0xC3, 0xC5, 0xCB.
 pub fn is_data_opcode(op: Opcode) -> bool {
     matches!(op.0, 0xC0..=0xC3 | 0xC5 | 0xCB)

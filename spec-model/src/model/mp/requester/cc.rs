@@ -2,11 +2,6 @@
 
 use crate::model::mp::MpConfig;
 
-/// Requirements whose checks this file holds (traceability).
-pub const IMPLEMENTS: &[&str] = &[
-    "MR-MPC-2", "MR-MPC-3", "MR-MPC-4", "MR-MPC-5", "MR-MPC-6", "MR-MPC-8",
-];
-
 /// Congestion-control state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CcState {
@@ -42,6 +37,11 @@ impl CcState {
     /// One signal (MR-MPC-2): `acked` new bytes, `marked` (E or CE), queuing
     /// delay `q`. Additive increase `mp_ai_bytes` × acked / cwnd when neither
     /// marked nor late, capped at `mp_cwnd_max` (MR-MPC-5); decrease when both.
+    ///
+    /// Scaling each increase by acked / cwnd is what bounds growth (MR-MPC-8):
+    /// at most one window of bytes is acknowledged per srtt, so the window
+    /// grows by at most `mp_ai_bytes` per srtt, plus the rounding of the
+    /// last partial step (less than one PMTU).
     pub fn signal(
         &mut self,
         cfg: &MpConfig,

@@ -4,17 +4,6 @@
 use super::{LossCause, MpRequester, WrOp};
 use crate::model::{CompletionSpec, Effect, Field, Outcomes, WcStatus};
 
-/// Requirements whose checks this file holds (traceability).
-pub const IMPLEMENTS: &[&str] = &[
-    "MR-MPL-3",
-    "MR-MPL-4",
-    "MR-MPL-5",
-    "MR-MPF-1",
-    "MR-MPT-7",
-    "MR-MPC-7",
-    "MR-MPP-14",
-];
-
 impl MpRequester {
     /// Deems the unit at `idx` lost: retires its entropy value when the loss
     /// is attributable (rules (a), (b): MR-MPF-1; never for (c): MR-MPT-7)

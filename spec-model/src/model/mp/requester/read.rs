@@ -6,9 +6,6 @@ use crate::model::mp::ArrivalInfo;
 use crate::model::{Effect, Outcomes};
 use metaroce_codec::RocePacket;
 
-/// Requirements whose checks this file holds (traceability).
-pub const IMPLEMENTS: &[&str] = &["MR-MPR-5", "MR-MPR-6", "MR-MPT-8", "MR-MPC-7"];
-
 impl MpRequester {
     /// An MP READ Response arrives (MR-MPR-5). `trimmed`: recognised as
     /// trimmed (§7.10), so the range it carried is re-requested at once

@@ -2,9 +2,6 @@
 
 use crate::model::mp::MpConfig;
 
-/// Requirements whose checks this file holds (traceability).
-pub const IMPLEMENTS: &[&str] = &["MR-MPL-1", "MR-MPL-2", "MR-MPC-9"];
-
 /// RFC 6298 estimator with MP bounds and back-off.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RttState {

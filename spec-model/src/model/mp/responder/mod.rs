@@ -24,9 +24,6 @@ use crate::model::{Effect, Outcomes};
 use metaroce_codec::{Msn, Opcode, Psn, RocePacket};
 use std::collections::{BTreeMap, VecDeque};
 
-/// Requirements whose checks this file holds (traceability).
-pub const IMPLEMENTS: &[&str] = &["MR-MPA-7", "MR-MPR-2", "MR-MPR-10"];
-
 /// Responder counters of §9.3 that MP traffic moves.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResponderCounters {
