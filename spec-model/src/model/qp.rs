@@ -8,9 +8,10 @@
 use core::fmt;
 
 /// The transport service of a QP (SPEC.md §6.3 `qp_type`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum QpType {
     /// Reliable Connected.
+    #[default]
     Rc,
     /// Unreliable Connected.
     Uc,

@@ -2,17 +2,7 @@
 
 use metaroce_codec::Psn;
 
-/// The QP service type (SPEC.md §6.3 `qp_type`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum QpType {
-    /// Reliable connected.
-    #[default]
-    Rc,
-    /// Unreliable connected.
-    Uc,
-    /// Unreliable datagram.
-    Ud,
-}
+pub use crate::model::qp::QpType;
 
 /// The requester-side attributes of a QP in RTS.
 ///
