@@ -60,8 +60,18 @@ impl Requester {
     /// Starts a go-back-N retry from `psn` (MR-NAK-5, MR-TMR-5, MR-TMR-6,
     /// MR-TMR-9, MR-REQ-4, MR-REQ-5).
     pub(super) fn go_back_n(&mut self, cfg: &QpConfig, env: &mut Env<'_>, psn: Psn, cause: RetryCause) {
+        // An implicit retry starts at the oldest missing PSN: a later READ's
+        // gap must not leave an earlier unanswered READ behind.
+        let psn = if cause == RetryCause::Implicit && self.una.is_before(psn) {
+            self.una
+        } else {
+            psn
+        };
         if cause != RetryCause::Timeout && self.retrying_from == Some(psn) {
             return; // the same retry is already under way
+        }
+        if psn.is_after(self.cursor_psn()) {
+            return; // a resend from an earlier PSN is already pending
         }
         if self.retry_left == 0 {
             // Counter at 0 and a retry is needed: fail the oldest (MR-TMR-5).
@@ -72,6 +82,17 @@ impl Requester {
         self.retrying_from = Some(psn);
         self.seek(psn);
         self.ack_deadline = None; // restarted when the first packet leaves
+    }
+
+    /// PSN of the packet at the cursor (the next fresh PSN past the end).
+    fn cursor_psn(&self) -> Psn {
+        match self.sq.get(self.cursor) {
+            Some(w) if self.cursor < self.started => match w.wr.op {
+                crate::wr::WrOp::Read(_) => w.first.add(w.rcv_pkts),
+                _ => w.first.add(self.cursor_pkt),
+            },
+            _ => self.next_fresh,
+        }
     }
 
     /// Moves the cursor to the packet with PSN `psn`.

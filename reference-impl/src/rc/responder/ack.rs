@@ -60,6 +60,16 @@ impl Responses {
         self.queue.push_back(response);
     }
 
+    /// Drops queued responses of the READ whose PSN block is
+    /// [first, first + n): a duplicate of it is re-executed from the PSN the
+    /// requester asked for (MR-DUP-4), which supersedes them.
+    pub(crate) fn cancel_read(&mut self, first: Psn, n: u32) {
+        self.queue.retain(|r| match r {
+            Response::Read { first: f, .. } => f.distance(first) >= n,
+            _ => true,
+        });
+    }
+
     /// The next response packet.
     pub(crate) fn next_packet(&mut self, path: &Path, pmtu: u32) -> Option<Vec<u8>> {
         let front = self.queue.front_mut()?;

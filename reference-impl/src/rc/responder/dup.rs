@@ -34,7 +34,14 @@ pub(crate) struct Resources {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DupAction {
     /// Re-read [va, va + len) and answer from PSN `psn`.
-    ReRead { psn: Psn, va: u64, rkey: u32, len: u32 },
+    ReRead {
+        psn: Psn,
+        va: u64,
+        rkey: u32,
+        len: u32,
+        /// The kept READ's PSN block.
+        block: (Psn, u32),
+    },
     /// Answer with the kept original value.
     Replay { psn: Psn, orig: u64 },
     /// Drop silently.
@@ -81,7 +88,13 @@ impl Resources {
                     && Some(va) == kept_va.checked_add(skipped)
                     && u64::from(len) <= rest;
                 return if consistent {
-                    DupAction::ReRead { psn, va, rkey, len }
+                    DupAction::ReRead {
+                        psn,
+                        va,
+                        rkey,
+                        len,
+                        block: (first, n),
+                    }
                 } else {
                     DupAction::Drop
                 };
@@ -124,7 +137,8 @@ mod tests {
                 psn: Psn::new(0),
                 va: 0x1400,
                 rkey: 7,
-                len: 1476
+                len: 1476,
+                block: (Psn::new(0xFF_FFFF), 3),
             }
         );
         assert_eq!(r.match_read(Psn::new(0), 0x1000, 7, 1476, 1024), DupAction::Drop);

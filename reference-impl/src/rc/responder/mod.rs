@@ -137,7 +137,14 @@ impl Responder {
             }
         };
         match action {
-            DupAction::ReRead { psn, va, rkey, len } => {
+            DupAction::ReRead {
+                psn,
+                va,
+                rkey,
+                len,
+                block,
+            } => {
+                self.responses.cancel_read(block.0, block.1);
                 // Re-validate the R_Key and read memory again (MR-DUP-4).
                 let data = if len == 0 {
                     Ok(Vec::new())
