@@ -119,7 +119,12 @@ impl Device {
     }
 
     /// Registers `len` zeroed bytes with random L_Key and R_Key (MR-SEC-2).
-    pub fn reg_mr(&mut self, pd: PdHandle, len: usize, access: Access) -> Result<MrInfo, VerbsError> {
+    pub fn reg_mr(
+        &mut self,
+        pd: PdHandle,
+        len: usize,
+        access: Access,
+    ) -> Result<MrInfo, VerbsError> {
         self.mem.register(&mut self.rng, pd, len, access)
     }
 
@@ -201,7 +206,10 @@ impl Device {
 
     /// Destroys a QP without completions.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
-        self.qps.remove(&qpn).map(|_| ()).ok_or(VerbsError::UnknownQp(qpn))
+        self.qps
+            .remove(&qpn)
+            .map(|_| ())
+            .ok_or(VerbsError::UnknownQp(qpn))
     }
 
     /// Moves a QP to `to` with `attrs`, per the table of SPEC §6.2.
@@ -216,7 +224,10 @@ impl Device {
 
     /// The QP's state and effective attributes (MR-PICS-5).
     pub fn query_qp(&self, qpn: u32) -> Result<QpInfo, VerbsError> {
-        self.qps.get(&qpn).map(Qp::info).ok_or(VerbsError::UnknownQp(qpn))
+        self.qps
+            .get(&qpn)
+            .map(Qp::info)
+            .ok_or(VerbsError::UnknownQp(qpn))
     }
 
     /// Queue sizes of a QP (for memory-bound checks).
@@ -237,7 +248,11 @@ impl Device {
         self.with_qp(qpn, |qp, env| qp.post_recv(wr, env))?
     }
 
-    fn with_qp<R>(&mut self, qpn: u32, f: impl FnOnce(&mut Qp, &mut Env<'_>) -> R) -> Result<R, VerbsError> {
+    fn with_qp<R>(
+        &mut self,
+        qpn: u32,
+        f: impl FnOnce(&mut Qp, &mut Env<'_>) -> R,
+    ) -> Result<R, VerbsError> {
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
         let mut env = Env {
             mem: &mut self.mem,
@@ -270,7 +285,11 @@ impl Device {
     fn dispatch(&mut self, pkt: &RxPacket<'_>) {
         let c = &mut self.counters;
         let dest = pkt.bth.dest_qp;
-        let Some(qp) = self.qps.get_mut(&dest).filter(|_| !matches!(dest, 0 | 1 | 0xFF_FFFF)) else {
+        let Some(qp) = self
+            .qps
+            .get_mut(&dest)
+            .filter(|_| !matches!(dest, 0 | 1 | 0xFF_FFFF))
+        else {
             c.unknown_qp_drops += 1; // row 10, MR-BTH-6
             return;
         };
@@ -292,7 +311,11 @@ impl Device {
         // Rows 12, 15: class must match the QP type; FLUSH and ATOMIC WRITE
         // are declared absent (MR-PICS-3).
         let class_ok = match qp.cfg.qp_type {
-            QpType::Rc => op.class() == ServiceClass::Rc && op != Opcode::RC_FLUSH && op != Opcode::RC_ATOMIC_WRITE,
+            QpType::Rc => {
+                op.class() == ServiceClass::Rc
+                    && op != Opcode::RC_FLUSH
+                    && op != Opcode::RC_ATOMIC_WRITE
+            }
             QpType::Ud => op.class() == ServiceClass::Ud,
         };
         if !class_ok {
@@ -326,7 +349,9 @@ impl Device {
             return;
         }
         // Row 20 (MR-ROB-4).
-        if layout.payload == PayloadRule::None && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty()) {
+        if layout.payload == PayloadRule::None
+            && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty())
+        {
             c.malformed_drops += 1;
             return;
         }
@@ -404,7 +429,10 @@ impl Device {
             .map(|(&q, _)| q)
             .collect();
         for qpn in order {
-            let frame = self.with_qp(qpn, |qp, env| qp.poll_transmit(env)).ok().flatten();
+            let frame = self
+                .with_qp(qpn, |qp, env| qp.poll_transmit(env))
+                .ok()
+                .flatten();
             if let Some(frame) = frame {
                 self.rr = qpn;
                 self.counters.frames_sent += 1;

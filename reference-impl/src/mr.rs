@@ -288,7 +288,12 @@ impl Memory {
     }
 
     /// Checks every SGE of a list for local access.
-    pub(crate) fn check_local(&self, pd: PdHandle, sges: &[Sge], write: bool) -> Result<(), MemFault> {
+    pub(crate) fn check_local(
+        &self,
+        pd: PdHandle,
+        sges: &[Sge],
+        write: bool,
+    ) -> Result<(), MemFault> {
         for sge in sges {
             self.local_region(pd, sge, write)?;
         }

@@ -2,10 +2,10 @@
 //! (rows 1–9): everything that can be judged before the addressed QP is
 //! known. The device applies rows 10–21 (see `device.rs`).
 
+use core::net::Ipv4Addr;
 use metaroce_codec::ext::ExtHeaders;
 use metaroce_codec::icrc::{self, IcrcStatus};
 use metaroce_codec::{BthRepr, Frame, IpRepr, ParseOptions};
-use core::net::Ipv4Addr;
 
 /// A decoded request or response packet.
 #[derive(Clone, Copy, Debug)]
@@ -28,7 +28,7 @@ pub(crate) enum Decoded<'a> {
     /// Dropped by rows 1–9 (counted in `malformed_drops`).
     Malformed,
     /// Passed rows 1–9.
-    Packet(RxPacket<'a>),
+    Packet(Box<RxPacket<'a>>),
 }
 
 /// Decodes a frame and applies §9.2 rows 1–9.
@@ -67,7 +67,7 @@ pub(crate) fn decode<'a>(bytes: &'a [u8], options: &ParseOptions) -> Decoded<'a>
         return Decoded::Malformed; // row 9, MR-BTH-1
     }
     let icrc_ok = icrc::verify_wire(&frame, bytes) == IcrcStatus::Valid;
-    Decoded::Packet(RxPacket {
+    Decoded::Packet(Box::new(RxPacket {
         bth: roce.bth,
         ext: roce.ext,
         payload: roce.payload,
@@ -75,5 +75,5 @@ pub(crate) fn decode<'a>(bytes: &'a [u8], options: &ParseOptions) -> Decoded<'a>
         dst_ip: v4.dst,
         ecn: v4.ecn(),
         icrc_ok,
-    })
+    }))
 }

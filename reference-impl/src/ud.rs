@@ -162,7 +162,9 @@ impl UdTransport {
         };
         let capacity: u64 = wr.sg_list.iter().map(|s| u64::from(s.len)).sum();
         let need = UD_HEADER_SPACE + pkt.payload.len() as u64;
-        let Some(wr) = self.rq.pop_front() else { return };
+        let Some(wr) = self.rq.pop_front() else {
+            return;
+        };
         let mut wc = WorkCompletion {
             wr_id: wr.wr_id,
             status: WcStatus::Success,

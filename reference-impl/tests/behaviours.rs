@@ -47,17 +47,26 @@ fn send_write_read_atomics_across_psn_wrap() {
     recv(&mut b, eb, &rbuf, 77, 8192);
     // 5000 bytes over PMTU 1024: 5 packets from PSN 0xFFFFF0, then WRITE of
     // 8192 (8 packets) crosses 0xFFFFFF → 0.
-    a.post_send(ea.qpn, SendWr::new(1, WrOp::SendImm(0xdead_beef), vec![sge(&src, 0, 5000)]))
-        .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::SendImm(0xdead_beef), vec![sge(&src, 0, 5000)]),
+    )
+    .unwrap();
     let remote = RemoteAddr {
         va: dst.addr,
         rkey: dst.rkey,
     };
-    a.post_send(ea.qpn, SendWr::new(2, WrOp::Write(remote), vec![sge(&src, 0, 8192)]))
-        .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(2, WrOp::Write(remote), vec![sge(&src, 0, 8192)]),
+    )
+    .unwrap();
     let land = mr(&mut a, ea.pd, 8192);
-    a.post_send(ea.qpn, SendWr::new(3, WrOp::Read(remote), vec![sge(&land, 0, 3000)]))
-        .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(3, WrOp::Read(remote), vec![sge(&land, 0, 3000)]),
+    )
+    .unwrap();
     let result = mr(&mut a, ea.pd, 8);
     let word = RemoteAddr {
         va: dst.addr + 64,
@@ -65,7 +74,14 @@ fn send_write_read_atomics_across_psn_wrap() {
     };
     a.post_send(
         ea.qpn,
-        SendWr::new(4, WrOp::FetchAdd { remote: word, add: 5 }, vec![sge(&result, 0, 8)]),
+        SendWr::new(
+            4,
+            WrOp::FetchAdd {
+                remote: word,
+                add: 5,
+            },
+            vec![sge(&result, 0, 8)],
+        ),
     )
     .unwrap();
     shuttle(&mut a, &mut b, 10);
@@ -76,14 +92,26 @@ fn send_write_read_atomics_across_psn_wrap() {
     );
     let rw = poll(&mut b, eb);
     assert_eq!(rw.len(), 1);
-    assert_eq!((rw[0].wr_id, rw[0].byte_len, rw[0].imm), (77, 5000, Some(0xdead_beef)));
-    assert_eq!(b.read_mr(rbuf.lkey, rbuf.addr, 5000).unwrap(), &data[..5000]);
+    assert_eq!(
+        (rw[0].wr_id, rw[0].byte_len, rw[0].imm),
+        (77, 5000, Some(0xdead_beef))
+    );
+    assert_eq!(
+        b.read_mr(rbuf.lkey, rbuf.addr, 5000).unwrap(),
+        &data[..5000]
+    );
     let orig = u64::from_ne_bytes(data[64..72].try_into().unwrap());
     let mut expect = data.clone();
     expect[64..72].copy_from_slice(&orig.wrapping_add(5).to_ne_bytes());
     assert_eq!(b.read_mr(dst.lkey, dst.addr, 8192).unwrap(), &expect[..]);
-    assert_eq!(a.read_mr(land.lkey, land.addr, 3000).unwrap(), &data[..3000]);
-    assert_eq!(a.read_mr(result.lkey, result.addr, 8).unwrap(), &orig.to_ne_bytes());
+    assert_eq!(
+        a.read_mr(land.lkey, land.addr, 3000).unwrap(),
+        &data[..3000]
+    );
+    assert_eq!(
+        a.read_mr(result.lkey, result.addr, 8).unwrap(),
+        &orig.to_ne_bytes()
+    );
     assert_eq!(a.counters().retransmitted_packets, 0);
 }
 
@@ -114,10 +142,7 @@ fn rnr_nak_then_retry_succeeds() {
 #[test]
 fn rnr_retry_exhausted() {
     let Pair {
-        mut a,
-        mut b,
-        ea,
-        ..
+        mut a, mut b, ea, ..
     } = pair(Params {
         rnr_retry: 2,
         ..Params::default()
@@ -157,7 +182,10 @@ fn retry_exhaustion_seven_is_not_infinite() {
         sent += drain(&mut a).len();
         assert!(fired < 20);
     }
-    assert_eq!(fired, 8, "seven retries, then failure on the eighth timeout");
+    assert_eq!(
+        fired, 8,
+        "seven retries, then failure on the eighth timeout"
+    );
     assert_eq!(sent, 4 * 8);
     assert_eq!(a.counters().retransmitted_packets, 4 * 7);
     let wcs = poll(&mut a, ea);
@@ -184,8 +212,11 @@ fn bad_rkey_is_remote_access_error_and_both_qps_err() {
         va: dst.addr,
         rkey: dst.rkey ^ 0x100,
     };
-    a.post_send(ea.qpn, SendWr::new(1, WrOp::Write(bad), vec![sge(&src, 0, 64)]))
-        .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Write(bad), vec![sge(&src, 0, 64)]),
+    )
+    .unwrap();
     a.post_send(ea.qpn, SendWr::new(2, WrOp::Send, vec![sge(&src, 0, 8)]))
         .unwrap();
     shuttle(&mut a, &mut b, 0);
@@ -216,8 +247,11 @@ fn duplicate_read_is_re_executed() {
         va: src.addr,
         rkey: src.rkey,
     };
-    a.post_send(ea.qpn, SendWr::new(1, WrOp::Read(remote), vec![sge(&land, 0, 2048)]))
-        .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Read(remote), vec![sge(&land, 0, 2048)]),
+    )
+    .unwrap();
     let req = drain(&mut a);
     assert_eq!(req.len(), 1);
     b.handle_frame(0, &req[0]);
@@ -232,7 +266,10 @@ fn duplicate_read_is_re_executed() {
         a.handle_frame(2, f);
     }
     assert_eq!(poll(&mut a, ea)[0].status, WcStatus::Success);
-    assert_eq!(a.read_mr(land.lkey, land.addr, 2048).unwrap(), &[2u8; 2048][..]);
+    assert_eq!(
+        a.read_mr(land.lkey, land.addr, 2048).unwrap(),
+        &[2u8; 2048][..]
+    );
 }
 
 #[test]
@@ -244,7 +281,8 @@ fn duplicate_atomic_is_replayed_not_re_executed() {
         eb,
     } = pair(Params::default());
     let word = mr(&mut b, eb.pd, 8);
-    b.write_mr(word.lkey, word.addr, &100u64.to_ne_bytes()).unwrap();
+    b.write_mr(word.lkey, word.addr, &100u64.to_ne_bytes())
+        .unwrap();
     let result = mr(&mut a, ea.pd, 8);
     let remote = RemoteAddr {
         va: word.addr,
@@ -252,7 +290,11 @@ fn duplicate_atomic_is_replayed_not_re_executed() {
     };
     a.post_send(
         ea.qpn,
-        SendWr::new(1, WrOp::FetchAdd { remote, add: 1 }, vec![sge(&result, 0, 8)]),
+        SendWr::new(
+            1,
+            WrOp::FetchAdd { remote, add: 1 },
+            vec![sge(&result, 0, 8)],
+        ),
     )
     .unwrap();
     let req = drain(&mut a);
@@ -260,12 +302,18 @@ fn duplicate_atomic_is_replayed_not_re_executed() {
     b.handle_frame(0, &req[0]);
     let acks = drain(&mut b);
     assert_eq!(acks.len(), 2);
-    assert_eq!(b.read_mr(word.lkey, word.addr, 8).unwrap(), &101u64.to_ne_bytes());
+    assert_eq!(
+        b.read_mr(word.lkey, word.addr, 8).unwrap(),
+        &101u64.to_ne_bytes()
+    );
     for f in &acks {
         a.handle_frame(1, f);
     }
     assert_eq!(poll(&mut a, ea).len(), 1);
-    assert_eq!(a.read_mr(result.lkey, result.addr, 8).unwrap(), &100u64.to_ne_bytes());
+    assert_eq!(
+        a.read_mr(result.lkey, result.addr, 8).unwrap(),
+        &100u64.to_ne_bytes()
+    );
 }
 
 #[test]
@@ -283,8 +331,11 @@ fn corrupted_frame_changes_nothing() {
         rkey: dst.rkey,
     };
     a.write_mr(src.lkey, src.addr, &[9u8; 16]).unwrap();
-    a.post_send(ea.qpn, SendWr::new(1, WrOp::Write(remote), vec![sge(&src, 0, 16)]))
-        .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Write(remote), vec![sge(&src, 0, 16)]),
+    )
+    .unwrap();
     let mut f = drain(&mut a).remove(0);
     let n = f.len();
     f[n - 10] ^= 0xFF; // a payload byte
@@ -308,8 +359,11 @@ fn sequence_nak_once_per_gap_and_go_back_n() {
         va: dst.addr,
         rkey: dst.rkey,
     };
-    a.post_send(ea.qpn, SendWr::new(1, WrOp::Write(remote), vec![sge(&src, 0, 4096)]))
-        .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Write(remote), vec![sge(&src, 0, 4096)]),
+    )
+    .unwrap();
     let frames = drain(&mut a);
     assert_eq!(frames.len(), 4);
     for f in &frames[1..] {
@@ -337,12 +391,32 @@ fn ud_send_and_receive() {
                 sq_sig_all: true,
             })
             .unwrap();
-        dev.modify_qp(qpn, QpState::Init, &QpAttrs { qkey: Some(0x1234), ..Default::default() })
+        dev.modify_qp(
+            qpn,
+            QpState::Init,
+            &QpAttrs {
+                qkey: Some(0x1234),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        dev.modify_qp(qpn, QpState::Rtr, &QpAttrs::default())
             .unwrap();
-        dev.modify_qp(qpn, QpState::Rtr, &QpAttrs::default()).unwrap();
-        dev.modify_qp(qpn, QpState::Rts, &QpAttrs { sq_psn: Some(5), ..Default::default() })
-            .unwrap();
-        End { pd, cq, qpn, psn: 5 }
+        dev.modify_qp(
+            qpn,
+            QpState::Rts,
+            &QpAttrs {
+                sq_psn: Some(5),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        End {
+            pd,
+            cq,
+            qpn,
+            psn: 5,
+        }
     };
     let ea = ud(&mut a);
     let eb = ud(&mut b);
@@ -368,11 +442,18 @@ fn ud_send_and_receive() {
     let wcs = poll(&mut a, ea);
     assert_eq!(
         wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(10, WcStatus::Success), (11, WcStatus::LocLenErr), (12, WcStatus::Success)]
+        vec![
+            (10, WcStatus::Success),
+            (11, WcStatus::LocLenErr),
+            (12, WcStatus::Success)
+        ]
     );
     let rw = poll(&mut b, eb);
     assert_eq!(rw.len(), 1);
-    assert_eq!((rw[0].byte_len, rw[0].imm, rw[0].src_qp), (140, Some(7), Some(ea.qpn)));
+    assert_eq!(
+        (rw[0].byte_len, rw[0].imm, rw[0].src_qp),
+        (140, Some(7), Some(ea.qpn))
+    );
     assert_eq!(b.counters().qkey_violations, 1);
     assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Rts);
 }

@@ -18,8 +18,15 @@ const OUTSTANDING: usize = 48;
 #[derive(Clone, Debug)]
 enum Expect {
     Plain,
-    Read { slot: usize, roff: u64, data: Vec<u8> },
-    Atomic { index: usize, orig: u64 },
+    Read {
+        slot: usize,
+        roff: u64,
+        data: Vec<u8>,
+    },
+    Atomic {
+        index: usize,
+        orig: u64,
+    },
     Send,
 }
 
@@ -62,7 +69,9 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
     let src = a.reg_mr(ea.pd, TARGET, Access::LOCAL_WRITE).unwrap();
     let src_bytes: Vec<u8> = (0..TARGET).map(|_| rng.next_u64() as u8).collect();
     a.write_mr(src.lkey, src.addr, &src_bytes).unwrap();
-    let land = a.reg_mr(ea.pd, SLOTS * SLOT as usize, Access::LOCAL_WRITE).unwrap();
+    let land = a
+        .reg_mr(ea.pd, SLOTS * SLOT as usize, Access::LOCAL_WRITE)
+        .unwrap();
     let results = a.reg_mr(ea.pd, 8 * messages, Access::LOCAL_WRITE).unwrap();
     // B: WRITE/READ target, atomic words, receive slots.
     let b = net.device_mut(ib);
@@ -71,7 +80,9 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
     b.write_mr(target.lkey, target.addr, &image).unwrap();
     let words = b.reg_mr(eb.pd, 8 * COUNTERS, Access::ALL).unwrap();
     let mut counters = [0u64; COUNTERS];
-    let rslots = b.reg_mr(eb.pd, SLOTS * SLOT as usize, Access::LOCAL_WRITE).unwrap();
+    let rslots = b
+        .reg_mr(eb.pd, SLOTS * SLOT as usize, Access::LOCAL_WRITE)
+        .unwrap();
 
     let mut free_land: Vec<usize> = (0..SLOTS).collect();
     let mut free_recv: Vec<usize> = (0..SLOTS).collect();
@@ -107,7 +118,10 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
             let pick = rng.below(100);
             let (wr, expect) = if pick < 30 {
                 sends.push_back(src_bytes[off as usize..(off + len) as usize].to_vec());
-                (SendWr::new(id, WrOp::Send, vec![sge(&src, off, len)]), Expect::Send)
+                (
+                    SendWr::new(id, WrOp::Send, vec![sge(&src, off, len)]),
+                    Expect::Send,
+                )
             } else if pick < 60 || (pick < 80 && free_land.is_empty()) {
                 image[roff as usize..(roff + len) as usize]
                     .copy_from_slice(&src_bytes[off as usize..(off + len) as usize]);
@@ -115,14 +129,20 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
                 // A re-executed READ reads memory again (MR-DUP-4), so a WRITE
                 // over a range an unfinished READ covers waits (MR-REQ-8).
                 wr.fence = pending.iter().any(|(_, e)| match e {
-                    Expect::Read { roff: r, data, .. } => roff < r + data.len() as u64 && *r < roff + len,
+                    Expect::Read { roff: r, data, .. } => {
+                        roff < r + data.len() as u64 && *r < roff + len
+                    }
                     _ => false,
                 });
                 (wr, Expect::Plain)
             } else if pick < 80 {
                 let slot = free_land.pop().unwrap_or(0);
                 let data = image[roff as usize..(roff + len) as usize].to_vec();
-                let wr = SendWr::new(id, WrOp::Read(remote), vec![sge(&land, slot as u64 * SLOT, len)]);
+                let wr = SendWr::new(
+                    id,
+                    WrOp::Read(remote),
+                    vec![sge(&land, slot as u64 * SLOT, len)],
+                );
                 (wr, Expect::Read { slot, roff, data })
             } else {
                 let index = rng.below(COUNTERS as u64) as usize;
@@ -137,7 +157,11 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
                     counters[index] = orig.wrapping_add(add);
                     WrOp::FetchAdd { remote: word, add }
                 } else {
-                    let compare = if rng.chance(0.5) { orig } else { rng.next_u64() };
+                    let compare = if rng.chance(0.5) {
+                        orig
+                    } else {
+                        rng.next_u64()
+                    };
                     let swap = rng.next_u64();
                     if compare == orig {
                         counters[index] = swap;
@@ -150,7 +174,11 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
                 };
                 (SendWr::new(id, op, local), Expect::Atomic { index, orig })
             };
-            bytes += if matches!(expect, Expect::Atomic { .. }) { 8 } else { len };
+            bytes += if matches!(expect, Expect::Atomic { .. }) {
+                8
+            } else {
+                len
+            };
             net.device_mut(ia).post_send(ea.qpn, wr).unwrap();
             pending.push_back((id, expect));
             posted += 1;
@@ -159,7 +187,9 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
         // Requester completions: exactly once, in posting order.
         for wc in net.device_mut(ia).poll_cq(ea.cq, usize::MAX).unwrap() {
             assert_eq!(wc.status, WcStatus::Success, "{name}: {wc:?}");
-            let (id, expect) = pending.pop_front().expect("a completion for a posted request");
+            let (id, expect) = pending
+                .pop_front()
+                .expect("a completion for a posted request");
             assert_eq!(wc.wr_id, id, "{name}: completion order");
             match expect {
                 Expect::Read { slot, data, .. } => {
@@ -171,7 +201,10 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
                     free_land.push(slot);
                 }
                 Expect::Atomic { orig, index } => {
-                    let got = net.device(ia).read_mr(results.lkey, results.addr + 8 * id, 8).unwrap();
+                    let got = net
+                        .device(ia)
+                        .read_mr(results.lkey, results.addr + 8 * id, 8)
+                        .unwrap();
                     assert_eq!(got, &orig.to_ne_bytes(), "{name}: atomic {id} on {index}");
                 }
                 Expect::Plain | Expect::Send => {}
@@ -187,7 +220,11 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
             assert_eq!(wc.byte_len as usize, data.len());
             let got = net
                 .device(ib)
-                .read_mr(rslots.lkey, rslots.addr + slot as u64 * SLOT, data.len() as u64)
+                .read_mr(
+                    rslots.lkey,
+                    rslots.addr + slot as u64 * SLOT,
+                    data.len() as u64,
+                )
                 .unwrap();
             assert!(got == &data[..], "{name}: SEND data");
             free_recv.push(slot);
@@ -196,16 +233,28 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
             let d = net.device(dev).queue_depths(qpn).unwrap();
             max_depth = max_depth.max(d.send + d.responses);
         }
-        assert!(progressed || done == messages, "{name}: stalled at {done}/{messages}");
+        assert!(
+            progressed || done == messages,
+            "{name}: stalled at {done}/{messages}"
+        );
     }
     assert!(sends.is_empty());
     // Final memory images at the responder.
     let b = net.device(ib);
-    assert!(b.read_mr(target.lkey, target.addr, TARGET as u64).unwrap() == &image[..], "{name}: WRITE image");
+    assert!(
+        b.read_mr(target.lkey, target.addr, TARGET as u64).unwrap() == &image[..],
+        "{name}: WRITE image"
+    );
     for (i, c) in counters.iter().enumerate() {
-        assert_eq!(b.read_mr(words.lkey, words.addr + 8 * i as u64, 8).unwrap(), &c.to_ne_bytes());
+        assert_eq!(
+            b.read_mr(words.lkey, words.addr + 8 * i as u64, 8).unwrap(),
+            &c.to_ne_bytes()
+        );
     }
-    assert!(max_depth <= OUTSTANDING + SLOTS + 64, "{name}: queues bounded ({max_depth})");
+    assert!(
+        max_depth <= OUTSTANDING + SLOTS + 64,
+        "{name}: queues bounded ({max_depth})"
+    );
     let link_max = [(ia, ib), (ib, ia)]
         .iter()
         .map(|&(x, y)| net.link(x, y).unwrap().stats().max_in_flight)
@@ -213,7 +262,10 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
         .unwrap_or(0);
     // The links buffer without limit; what they hold is bounded by the
     // transport: 16 READs of at most 256 responses plus the request window.
-    assert!(link_max < 2 * 16 * 256 + 512, "{name}: in-flight frames bounded ({link_max})");
+    assert!(
+        link_max < 2 * 16 * 256 + 512,
+        "{name}: in-flight frames bounded ({link_max})"
+    );
     let (ca, cb) = (*net.device(ia).counters(), *net.device(ib).counters());
     let impaired: u64 = [(ia, ib), (ib, ia)]
         .iter()
@@ -248,7 +300,12 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64) -> Row 
     }
 }
 
-fn scenario(name: &'static str, edit: impl FnOnce(&mut Impairments), messages: usize, seed: u64) -> Row {
+fn scenario(
+    name: &'static str,
+    edit: impl FnOnce(&mut Impairments),
+    messages: usize,
+    seed: u64,
+) -> Row {
     let mut imp = Impairments::clean();
     edit(&mut imp);
     run(name, imp, messages, seed)

@@ -16,8 +16,8 @@ use crate::wr::{RecvWr, SendWr};
 use core::net::Ipv4Addr;
 use std::collections::VecDeque;
 
-pub use state::{QpState, QpType};
 use state::attr;
+pub use state::{QpState, QpType};
 
 /// The path of an RC QP (SPEC §6.3 path attributes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,9 +89,18 @@ impl QpAttrs {
 
     /// Range checks of SPEC §10.1 (MR-PICS-4, MR-ENC-24).
     fn check_ranges(&self, max_pmtu: u32, max_rd: u8, max_dest_rd: u8) -> Result<(), VerbsError> {
-        let bad = |ok: bool, name| if ok { Ok(()) } else { Err(VerbsError::OutOfRange(name)) };
+        let bad = |ok: bool, name| {
+            if ok {
+                Ok(())
+            } else {
+                Err(VerbsError::OutOfRange(name))
+            }
+        };
         if let Some(p) = self.pmtu {
-            bad(matches!(p, 256 | 512 | 1024 | 2048 | 4096) && p <= max_pmtu, "pmtu")?;
+            bad(
+                matches!(p, 256 | 512 | 1024 | 2048 | 4096) && p <= max_pmtu,
+                "pmtu",
+            )?;
         }
         if let Some(k) = self.pkey {
             bad(k & 0x7FFF != 0, "p_key")?;

@@ -147,7 +147,14 @@ pub struct Transition {
     pub optional: u32,
 }
 
-const fn row(from: FromState, to: QpState, rc: bool, ud: bool, required: u32, optional: u32) -> Transition {
+const fn row(
+    from: FromState,
+    to: QpState,
+    rc: bool,
+    ud: bool,
+    required: u32,
+    optional: u32,
+) -> Transition {
     Transition {
         from,
         to,

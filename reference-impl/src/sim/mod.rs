@@ -40,7 +40,8 @@ impl Network {
     /// Joins `a` and `b` with one link each way, seeded from `seed`.
     pub fn connect(&mut self, a: usize, b: usize, imp: Impairments, seed: u64) {
         self.links.insert((a, b), Link::new(imp, seed));
-        self.links.insert((b, a), Link::new(imp, seed ^ 0x9E37_79B9_7F4A_7C15));
+        self.links
+            .insert((b, a), Link::new(imp, seed ^ 0x9E37_79B9_7F4A_7C15));
     }
 
     /// Current virtual time.

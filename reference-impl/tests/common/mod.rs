@@ -62,7 +62,14 @@ impl Default for Params {
     }
 }
 
-pub fn connect(dev: &mut Device, me: End, peer: End, peer_ip: Ipv4Addr, peer_mac: [u8; 6], p: Params) {
+pub fn connect(
+    dev: &mut Device,
+    me: End,
+    peer: End,
+    peer_ip: Ipv4Addr,
+    peer_mac: [u8; 6],
+    p: Params,
+) {
     dev.modify_qp(
         me.qpn,
         QpState::Init,

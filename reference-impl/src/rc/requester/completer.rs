@@ -81,7 +81,12 @@ impl Requester {
     /// Everything up to and including `psn` is acknowledged (MR-REQ-3).
     /// Returns the PSN to retry from when the acknowledgement passes an
     /// unanswered READ or atomic (MR-REQ-4).
-    pub(super) fn ack_through(&mut self, cfg: &QpConfig, env: &mut Env<'_>, psn: Psn) -> Option<Psn> {
+    pub(super) fn ack_through(
+        &mut self,
+        cfg: &QpConfig,
+        env: &mut Env<'_>,
+        psn: Psn,
+    ) -> Option<Psn> {
         let mut target = psn.add(1);
         let mut retry = None;
         for w in self.sq.iter().take(self.started) {
@@ -111,7 +116,12 @@ impl Requester {
             .ext
             .aeth
             .is_some_and(|a| matches!(a.syndrome.kind(), SyndromeKind::Ack { .. }));
-        let Some(index) = self.sq.iter().take(self.started).position(|w| w.contains(psn)) else {
+        let Some(index) = self
+            .sq
+            .iter()
+            .take(self.started)
+            .position(|w| w.contains(psn))
+        else {
             return; // already completed: a replayed acknowledgement
         };
         let w = &self.sq[index];
@@ -140,7 +150,12 @@ impl Requester {
     fn on_read_response(&mut self, cfg: &QpConfig, pkt: &RxPacket<'_>, env: &mut Env<'_>) {
         let psn = pkt.bth.psn;
         let op = pkt.bth.opcode;
-        let Some(index) = self.sq.iter().take(self.started).position(|w| w.contains(psn)) else {
+        let Some(index) = self
+            .sq
+            .iter()
+            .take(self.started)
+            .position(|w| w.contains(psn))
+        else {
             return;
         };
         let w = &self.sq[index];

@@ -209,7 +209,13 @@ impl Requester {
 
     /// Completes the WQE containing `psn` with `status` (earlier unfinished
     /// ones are flushed first, to keep posting order) and asks for ERR.
-    pub(super) fn fail_at(&mut self, cfg: &QpConfig, env: &mut Env<'_>, psn: Option<Psn>, status: WcStatus) {
+    pub(super) fn fail_at(
+        &mut self,
+        cfg: &QpConfig,
+        env: &mut Env<'_>,
+        psn: Option<Psn>,
+        status: WcStatus,
+    ) {
         while let Some(w) = self.sq.pop_front() {
             let hit = psn.is_none_or(|p| w.contains(p)) || !w.started;
             if hit {

@@ -95,7 +95,11 @@ impl Requester {
 
     /// Builds the packet at the cursor and advances it. `Ok(None)` when that
     /// packet needs no sending (already acknowledged, MR-REQ-6).
-    fn packet_at_cursor(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Result<Option<Out>, WcStatus> {
+    fn packet_at_cursor(
+        &mut self,
+        cfg: &QpConfig,
+        env: &mut Env<'_>,
+    ) -> Result<Option<Out>, WcStatus> {
         let pmtu = cfg.pmtu;
         let una = self.una;
         let Some(w) = self.sq.get(self.cursor) else {
@@ -153,7 +157,13 @@ impl Requester {
 }
 
 /// The request packet `k` of `w` and the PSNs it covers.
-fn build(w: &SendWqe, k: u32, pmtu: u32, cfg: &QpConfig, env: &Env<'_>) -> Result<(Out, u32), WcStatus> {
+fn build(
+    w: &SendWqe,
+    k: u32,
+    pmtu: u32,
+    cfg: &QpConfig,
+    env: &Env<'_>,
+) -> Result<(Out, u32), WcStatus> {
     let p = u64::from(pmtu);
     let n = w.npsn;
     let gather = |offset: u64, len: u64| {
@@ -174,10 +184,21 @@ fn build(w: &SendWqe, k: u32, pmtu: u32, cfg: &QpConfig, env: &Env<'_>) -> Resul
             out.ect = true;
             return Ok((out, n - w.rcv_pkts));
         }
-        WrOp::CompareSwap { remote, compare, swap } => {
-            atomic(Opcode::RC_CMP_SWAP, w, remote.va, remote.rkey, swap, compare)
+        WrOp::CompareSwap {
+            remote,
+            compare,
+            swap,
+        } => atomic(
+            Opcode::RC_CMP_SWAP,
+            w,
+            remote.va,
+            remote.rkey,
+            swap,
+            compare,
+        ),
+        WrOp::FetchAdd { remote, add } => {
+            atomic(Opcode::RC_FETCH_ADD, w, remote.va, remote.rkey, add, 0)
         }
-        WrOp::FetchAdd { remote, add } => atomic(Opcode::RC_FETCH_ADD, w, remote.va, remote.rkey, add, 0),
         op => {
             let last = k + 1 == n;
             let first = k == 0;

@@ -59,7 +59,13 @@ impl Requester {
 
     /// Starts a go-back-N retry from `psn` (MR-NAK-5, MR-TMR-5, MR-TMR-6,
     /// MR-TMR-9, MR-REQ-4, MR-REQ-5).
-    pub(super) fn go_back_n(&mut self, cfg: &QpConfig, env: &mut Env<'_>, psn: Psn, cause: RetryCause) {
+    pub(super) fn go_back_n(
+        &mut self,
+        cfg: &QpConfig,
+        env: &mut Env<'_>,
+        psn: Psn,
+        cause: RetryCause,
+    ) {
         // An implicit retry starts at the oldest missing PSN: a later READ's
         // gap must not leave an earlier unanswered READ behind.
         let psn = if cause == RetryCause::Implicit && self.una.is_before(psn) {

@@ -68,7 +68,14 @@ impl Resources {
     }
 
     /// Matches a duplicate READ request (MR-DUP-4, MR-DUP-6).
-    pub(crate) fn match_read(&self, psn: Psn, va: u64, rkey: u32, len: u32, pmtu: u32) -> DupAction {
+    pub(crate) fn match_read(
+        &self,
+        psn: Psn,
+        va: u64,
+        rkey: u32,
+        len: u32,
+        pmtu: u32,
+    ) -> DupAction {
         for slot in self.slots.iter().rev() {
             if let Slot::Read {
                 first,
@@ -141,10 +148,22 @@ mod tests {
                 block: (Psn::new(0xFF_FFFF), 3),
             }
         );
-        assert_eq!(r.match_read(Psn::new(0), 0x1000, 7, 1476, 1024), DupAction::Drop);
-        assert_eq!(r.match_read(Psn::new(0), 0x1400, 8, 1476, 1024), DupAction::Drop);
-        assert_eq!(r.match_read(Psn::new(0), 0x1400, 7, 1477, 1024), DupAction::Drop);
-        assert_eq!(r.match_read(Psn::new(2), 0x1000, 7, 1, 1024), DupAction::Drop);
+        assert_eq!(
+            r.match_read(Psn::new(0), 0x1000, 7, 1476, 1024),
+            DupAction::Drop
+        );
+        assert_eq!(
+            r.match_read(Psn::new(0), 0x1400, 8, 1476, 1024),
+            DupAction::Drop
+        );
+        assert_eq!(
+            r.match_read(Psn::new(0), 0x1400, 7, 1477, 1024),
+            DupAction::Drop
+        );
+        assert_eq!(
+            r.match_read(Psn::new(2), 0x1000, 7, 1, 1024),
+            DupAction::Drop
+        );
     }
 
     #[test]

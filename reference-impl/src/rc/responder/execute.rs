@@ -87,9 +87,7 @@ impl Responder {
         // 2. QP access rights and resources (MR-RSP-3).
         let allowed = match kind {
             Kind::Write(Pos::First | Pos::Only) => cfg.access.contains(Access::REMOTE_WRITE),
-            Kind::Read => {
-                cfg.access.contains(Access::REMOTE_READ) && cfg.max_dest_rd_atomic > 0
-            }
+            Kind::Read => cfg.access.contains(Access::REMOTE_READ) && cfg.max_dest_rd_atomic > 0,
             Kind::Atomic => {
                 cfg.access.contains(Access::REMOTE_ATOMIC) && cfg.max_dest_rd_atomic > 0
             }
@@ -189,7 +187,10 @@ impl Responder {
         let end = offset + pkt.payload.len() as u64;
         if end > capacity {
             // MR-RSP-8.
-            return Err((NAK_INVALID, Some((wr, WcStatus::RemInvReqErr, WcOpcode::Recv))));
+            return Err((
+                NAK_INVALID,
+                Some((wr, WcStatus::RemInvReqErr, WcOpcode::Recv)),
+            ));
         }
         let placed = env
             .mem
@@ -210,7 +211,10 @@ impl Responder {
         if let Some(ieth) = pkt.ext.ieth {
             // MR-RSP-10.
             if env.mem.invalidate(cfg.pd, ieth.rkey).is_err() {
-                return Err((NAK_INVALID, Some((wr, WcStatus::RemInvReqErr, WcOpcode::Recv))));
+                return Err((
+                    NAK_INVALID,
+                    Some((wr, WcStatus::RemInvReqErr, WcOpcode::Recv)),
+                ));
             }
             invalidated = Some(ieth.rkey);
         }
@@ -245,24 +249,32 @@ impl Responder {
                 if r.dma_len > 0
                     && env
                         .mem
-                        .check_remote(cfg.pd, r.rkey, r.va, u64::from(r.dma_len), Access::REMOTE_WRITE)
+                        .check_remote(
+                            cfg.pd,
+                            r.rkey,
+                            r.va,
+                            u64::from(r.dma_len),
+                            Access::REMOTE_WRITE,
+                        )
                         .is_err()
                 {
                     return Err((NAK_ACCESS, None));
                 }
                 (r.rkey, r.va, u64::from(r.dma_len), r.dma_len)
             }
-            (_, _, Some(InProgress::Write {
-                rkey,
-                va,
-                remaining,
-                total,
-            })) => (rkey, va, remaining, total),
+            (
+                _,
+                _,
+                Some(InProgress::Write {
+                    rkey,
+                    va,
+                    remaining,
+                    total,
+                }),
+            ) => (rkey, va, remaining, total),
             _ => return Err((NAK_INVALID, None)),
         };
-        if !pkt.payload.is_empty()
-            && env.mem.remote_write(cfg.pd, rkey, va, pkt.payload).is_err()
-        {
+        if !pkt.payload.is_empty() && env.mem.remote_write(cfg.pd, rkey, va, pkt.payload).is_err() {
             return Err((NAK_ACCESS, None));
         }
         let len = pkt.payload.len() as u64;
