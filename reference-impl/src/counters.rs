@@ -1,0 +1,37 @@
+//! The per-device counters of SPEC §9.3 that Base uses.
+
+/// Event counters (SPEC §9.3). Each equals the number of events of its kind
+/// (MR-ROB-10); they only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Packets dropped for a wrong ICRC (MR-ICRC-7).
+    pub icrc_errors: u64,
+    /// Packets dropped by rows 1–9, 11–17 and 20 of §9.2.
+    pub malformed_drops: u64,
+    /// Packets dropped for DestQP 0, 1, 0xFFFFFF or a missing QP.
+    pub unknown_qp_drops: u64,
+    /// Packets dropped for a P_Key mismatch.
+    pub pkey_violations: u64,
+    /// UD packets dropped for a Q_Key mismatch.
+    pub qkey_violations: u64,
+    /// NAK 0x60 sent.
+    pub seq_naks_sent: u64,
+    /// RNR NAKs sent.
+    pub rnr_naks_sent: u64,
+    /// Duplicate request packets received.
+    pub duplicate_requests: u64,
+    /// Retries caused by the local ACK timeout.
+    pub local_ack_timeouts: u64,
+    /// Request packets retransmitted.
+    pub retransmitted_packets: u64,
+    /// CNPs sent.
+    pub cnp_sent: u64,
+    /// CNPs received for existing QPs.
+    pub cnp_received: u64,
+    /// Packets received with ECN CE.
+    pub ecn_ce_received: u64,
+    /// Frames handed out by `poll_transmit` (not a SPEC counter).
+    pub frames_sent: u64,
+    /// Frames given to `handle_frame` (not a SPEC counter).
+    pub frames_received: u64,
+}

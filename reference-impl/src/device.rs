@@ -1,0 +1,454 @@
+//! [`Device`]: one endpoint with its QPs, memory and CQs, and the sans-IO
+//! surface (`handle_frame`, `handle_timeout`, `poll_transmit`,
+//! `poll_timeout`).
+
+use crate::counters::Counters;
+use crate::cq::{CqHandle, CqTable, WorkCompletion};
+use crate::error::VerbsError;
+use crate::mr::{Access, Memory, MrInfo, PdHandle};
+use crate::qp::{Env, Qp, QpAttrs, QpConfig, QpInfo, QpInit, QpState, QpType, QueueDepths};
+use crate::rc::is_response;
+use crate::rng::DeviceRng;
+use crate::rx::{Decoded, RxPacket, decode};
+use crate::wire::{ECN_CE, Out, Path};
+use crate::wr::{RecvWr, SendWr};
+use core::net::Ipv4Addr;
+use metaroce_codec::opcode::PayloadRule;
+use metaroce_codec::{Dialect, Opcode, ParseOptions, ServiceClass};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Device-wide configuration and declared capabilities (SPEC §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceConfig {
+    /// Local MAC address.
+    pub mac: [u8; 6],
+    /// Local IPv4 address.
+    pub ip: Ipv4Addr,
+    /// `max_pmtu`, also the PMTU of UD QPs.
+    pub max_pmtu: u32,
+    /// Declared `max_rd_atomic`.
+    pub max_rd_atomic: u8,
+    /// Declared `max_dest_rd_atomic`.
+    pub max_dest_rd_atomic: u8,
+    /// `max_msg_size` (at most 2^31).
+    pub max_msg_size: u64,
+    /// Largest span of unacknowledged PSNs a requester keeps (MR-PSN-4
+    /// requires < 2^23; a small window bounds go-back-N work and memory).
+    pub max_outstanding_psns: u32,
+    /// Generate CNPs for CE-marked packets (§6.17).
+    pub cnp_generation: bool,
+    /// `cnp_interval` in ns (per destination QP, scope `qp`).
+    pub cnp_interval_ns: u64,
+}
+
+impl DeviceConfig {
+    /// Defaults of SPEC §10 for a device with these addresses.
+    pub fn new(mac: [u8; 6], ip: Ipv4Addr) -> Self {
+        DeviceConfig {
+            mac,
+            ip,
+            max_pmtu: 4096,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            max_msg_size: 1 << 31,
+            max_outstanding_psns: 128,
+            cnp_generation: true,
+            cnp_interval_ns: 50_000,
+        }
+    }
+}
+
+/// One MetaRoCE endpoint. See the crate documentation for the polling order.
+#[derive(Debug)]
+pub struct Device {
+    config: DeviceConfig,
+    rng: DeviceRng,
+    mem: Memory,
+    cqs: CqTable,
+    qps: BTreeMap<u32, Qp>,
+    counters: Counters,
+    now: u64,
+    urgent: VecDeque<Vec<u8>>,
+    rr: u32,
+    cnp_last: HashMap<u32, u64>,
+    parse: ParseOptions,
+}
+
+impl Device {
+    /// A device; `seed` feeds the ChaCha20 generator of PSNs, keys and QPNs
+    /// and must be fresh per device (MR-SEC-11).
+    pub fn new(config: DeviceConfig, seed: [u8; 32]) -> Self {
+        Device {
+            config,
+            rng: DeviceRng::new(seed),
+            mem: Memory::default(),
+            cqs: CqTable::default(),
+            qps: BTreeMap::new(),
+            counters: Counters::default(),
+            now: 0,
+            urgent: VecDeque::new(),
+            rr: 0,
+            cnp_last: HashMap::new(),
+            parse: ParseOptions::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.config
+    }
+
+    /// Counters of SPEC §9.3.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The latest time given to `handle_*`.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// A uniformly drawn 24-bit PSN for `sq_psn` / `rq_psn` (MR-SEC-1).
+    pub fn random_psn(&mut self) -> u32 {
+        self.rng.next_u24()
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&mut self) -> PdHandle {
+        self.mem.alloc_pd()
+    }
+
+    /// Registers `len` zeroed bytes with random L_Key and R_Key (MR-SEC-2).
+    pub fn reg_mr(
+        &mut self,
+        pd: PdHandle,
+        len: usize,
+        access: Access,
+    ) -> Result<MrInfo, VerbsError> {
+        self.mem.register(&mut self.rng, pd, len, access)
+    }
+
+    /// Deregisters a region; its R_Key is NAKed from now on (MR-SEC-8).
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        self.mem.deregister(lkey)
+    }
+
+    /// Reads bytes of a region (application or agent access).
+    pub fn read_mr(&self, lkey: u32, addr: u64, len: u64) -> Result<&[u8], VerbsError> {
+        self.mem.read(lkey, addr, len)
+    }
+
+    /// Writes bytes of a region (application or agent access).
+    pub fn write_mr(&mut self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
+        self.mem.write(lkey, addr, data)
+    }
+
+    /// Creates a completion queue.
+    pub fn create_cq(&mut self) -> CqHandle {
+        self.cqs.create()
+    }
+
+    /// Takes up to `max` completions, oldest first.
+    pub fn poll_cq(&mut self, cq: CqHandle, max: usize) -> Result<Vec<WorkCompletion>, VerbsError> {
+        self.cqs.poll(cq, max).ok_or(VerbsError::UnknownCq(cq.0))
+    }
+
+    /// Creates a QP in RESET (MR-QP-1) with a random QPN (MR-SEC-3).
+    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
+        if !self.mem.pd_exists(init.pd) {
+            return Err(VerbsError::UnknownPd(init.pd.0));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.exists(cq) {
+                return Err(VerbsError::UnknownCq(cq.0));
+            }
+        }
+        let qpn = loop {
+            let q = self.rng.next_u24();
+            if q > 1 && q != 0xFF_FFFF && !self.qps.contains_key(&q) {
+                break q;
+            }
+        };
+        let cfg = QpConfig {
+            qpn,
+            qp_type: init.qp_type,
+            pd: init.pd,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            sq_sig_all: init.sq_sig_all,
+            access: Access::NONE,
+            pkey: 0xFFFF,
+            qkey: 0,
+            dest_qpn: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            pmtu: if init.qp_type == QpType::Ud {
+                self.config.max_pmtu
+            } else {
+                1024
+            },
+            av: None,
+            max_dest_rd_atomic: 16.min(self.config.max_dest_rd_atomic),
+            min_rnr_timer: 12,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            max_rd_atomic: 16.min(self.config.max_rd_atomic),
+            udp_src_port: 0xC000 | (qpn as u16 & 0x3FFF),
+            local_mac: self.config.mac,
+            local_ip: self.config.ip,
+            window: self.config.max_outstanding_psns.clamp(1, (1 << 23) - 1),
+            max_msg_size: self.config.max_msg_size.min(1 << 31),
+        };
+        self.qps.insert(qpn, Qp::new(cfg));
+        Ok(qpn)
+    }
+
+    /// Destroys a QP without completions.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        self.qps
+            .remove(&qpn)
+            .map(|_| ())
+            .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
+    /// Moves a QP to `to` with `attrs`, per the table of SPEC §6.2.
+    pub fn modify_qp(&mut self, qpn: u32, to: QpState, attrs: &QpAttrs) -> Result<(), VerbsError> {
+        let caps = (
+            self.config.max_pmtu,
+            self.config.max_rd_atomic,
+            self.config.max_dest_rd_atomic,
+        );
+        self.with_qp(qpn, |qp, env| qp.modify(to, attrs, caps, env))?
+    }
+
+    /// The QP's state and effective attributes (MR-PICS-5).
+    pub fn query_qp(&self, qpn: u32) -> Result<QpInfo, VerbsError> {
+        self.qps
+            .get(&qpn)
+            .map(Qp::info)
+            .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
+    /// Queue sizes of a QP (for memory-bound checks).
+    pub fn queue_depths(&self, qpn: u32) -> Result<QueueDepths, VerbsError> {
+        self.qps
+            .get(&qpn)
+            .map(Qp::queue_depths)
+            .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
+    /// Posts a send work request. Packets leave through `poll_transmit`.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
+        self.with_qp(qpn, |qp, env| qp.post_send(wr, env))?
+    }
+
+    /// Posts a receive work request.
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
+        self.with_qp(qpn, |qp, env| qp.post_recv(wr, env))?
+    }
+
+    fn with_qp<R>(
+        &mut self,
+        qpn: u32,
+        f: impl FnOnce(&mut Qp, &mut Env<'_>) -> R,
+    ) -> Result<R, VerbsError> {
+        let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        let mut env = Env {
+            mem: &mut self.mem,
+            cqs: &mut self.cqs,
+            counters: &mut self.counters,
+            now: self.now,
+            urgent: &mut self.urgent,
+            enter_err: false,
+        };
+        Ok(f(qp, &mut env))
+    }
+
+    /// Processes one received Ethernet frame at time `now_ns`. Never panics;
+    /// every input gets the outcome of SPEC §9.2.
+    pub fn handle_frame(&mut self, now_ns: u64, frame: &[u8]) {
+        self.now = self.now.max(now_ns);
+        self.counters.frames_received += 1;
+        let pkt = match decode(frame, &self.parse) {
+            Decoded::NotRoce => return,
+            Decoded::Malformed => {
+                self.counters.malformed_drops += 1;
+                return;
+            }
+            Decoded::Packet(p) => p,
+        };
+        self.dispatch(&pkt);
+    }
+
+    /// Rows 10–21 of §9.2, then the QP.
+    fn dispatch(&mut self, pkt: &RxPacket<'_>) {
+        let c = &mut self.counters;
+        let dest = pkt.bth.dest_qp;
+        let Some(qp) = self
+            .qps
+            .get_mut(&dest)
+            .filter(|_| !matches!(dest, 0 | 1 | 0xFF_FFFF))
+        else {
+            c.unknown_qp_drops += 1; // row 10, MR-BTH-6
+            return;
+        };
+        let op = pkt.bth.opcode;
+        let Some(layout) = op.layout(Dialect::MetaRoce) else {
+            c.malformed_drops += 1; // rows 11, 13 (MR-OPC-2, MR-OPC-4)
+            return;
+        };
+        if op == Opcode::CNP {
+            // MR-CNP-5: no response and no state change (DCQCN is not in
+            // this slice); counted only when valid (MR-DCQCN-8).
+            if pkt.icrc_ok {
+                c.cnp_received += 1;
+            } else {
+                c.icrc_errors += 1;
+            }
+            return;
+        }
+        // Rows 12, 15: class must match the QP type; FLUSH and ATOMIC WRITE
+        // are declared absent (MR-PICS-3).
+        let class_ok = match qp.cfg.qp_type {
+            QpType::Rc => {
+                op.class() == ServiceClass::Rc
+                    && op != Opcode::RC_FLUSH
+                    && op != Opcode::RC_ATOMIC_WRITE
+            }
+            QpType::Ud => op.class() == ServiceClass::Ud,
+        };
+        if !class_ok {
+            c.malformed_drops += 1;
+            return;
+        }
+        // Row 16: the state must accept the packet kind (MR-QP-3/4/5).
+        let state_ok = match qp.cfg.qp_type {
+            QpType::Rc if is_response(op.0) => qp.state.accepts_responses(),
+            _ => qp.state.accepts_requests(),
+        };
+        if !state_ok {
+            c.malformed_drops += 1;
+            return;
+        }
+        // Row 17: addresses of a connected QP (MR-SEC-9).
+        if qp.cfg.qp_type == QpType::Rc
+            && (qp.cfg.av.is_none_or(|av| av.dest_ip != pkt.src_ip) || pkt.dst_ip != self.config.ip)
+        {
+            c.malformed_drops += 1;
+            return;
+        }
+        // Row 18 (MR-BTH-5): P_Key without the membership bit.
+        if (pkt.bth.pkey ^ qp.cfg.pkey) & 0x7FFF != 0 {
+            c.pkey_violations += 1;
+            return;
+        }
+        // Row 19 (MR-UD-2).
+        if qp.cfg.qp_type == QpType::Ud && pkt.ext.deth.is_none_or(|d| d.qkey != qp.cfg.qkey) {
+            c.qkey_violations += 1;
+            return;
+        }
+        // Row 20 (MR-ROB-4).
+        if layout.payload == PayloadRule::None
+            && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty())
+        {
+            c.malformed_drops += 1;
+            return;
+        }
+        // Row 21 (MR-ICRC-3, MR-ICRC-4, MR-ICRC-6): before any effect.
+        if !pkt.icrc_ok {
+            c.icrc_errors += 1;
+            return;
+        }
+        if pkt.ecn == ECN_CE {
+            c.ecn_ce_received += 1;
+            if op != Opcode::RC_ACK && op != Opcode::RC_ATOMIC_ACK {
+                self.maybe_cnp(dest, pkt);
+            }
+        }
+        let _ = self.with_qp(dest, |qp, env| qp.handle_packet(pkt, env));
+    }
+
+    /// CNP generation (§6.17, MR-CNP-1..4), paced per destination QP.
+    fn maybe_cnp(&mut self, qpn: u32, pkt: &RxPacket<'_>) {
+        if !self.config.cnp_generation {
+            return;
+        }
+        let Some(qp) = self.qps.get(&qpn) else { return };
+        let (target, mac) = match (qp.cfg.qp_type, qp.cfg.av) {
+            (QpType::Rc, Some(av)) => (qp.cfg.dest_qpn, av.dest_mac),
+            _ => return, // UD: no MAC for the source here; not generated
+        };
+        let last = self.cnp_last.get(&target).copied();
+        if last.is_some_and(|t| self.now.saturating_sub(t) < self.config.cnp_interval_ns) {
+            return; // MR-CNP-2
+        }
+        self.cnp_last.insert(target, self.now);
+        let path = Path {
+            src_mac: self.config.mac,
+            dst_mac: mac,
+            src_ip: pkt.dst_ip,
+            dst_ip: pkt.src_ip,
+            udp_src_port: qp.cfg.udp_src_port,
+            traffic_class: 48 << 2, // cnp_dscp
+            hop_limit: 64,
+            pkey: qp.cfg.pkey,
+            dest_qp: target,
+        };
+        let mut out = Out::new(Opcode::CNP, 0);
+        out.ext.cnp = Some(Default::default());
+        self.urgent.push_back(path.build(out));
+        self.counters.cnp_sent += 1;
+    }
+
+    /// Fires every timer due at `now_ns` (local ACK timeouts, RNR waits).
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        self.now = self.now.max(now_ns);
+        let due: Vec<u32> = self
+            .qps
+            .iter()
+            .filter(|(_, qp)| qp.poll_timeout().is_some_and(|t| t <= self.now))
+            .map(|(&q, _)| q)
+            .collect();
+        for qpn in due {
+            let _ = self.with_qp(qpn, |qp, env| qp.handle_timeout(env));
+        }
+    }
+
+    /// The next frame to put on the wire, if any. QPs are served round-robin.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        if let Some(frame) = self.urgent.pop_front() {
+            self.counters.frames_sent += 1;
+            return Some(frame);
+        }
+        let order: Vec<u32> = self
+            .qps
+            .range(self.rr.saturating_add(1)..)
+            .chain(self.qps.range(..=self.rr))
+            .map(|(&q, _)| q)
+            .collect();
+        for qpn in order {
+            let frame = self
+                .with_qp(qpn, |qp, env| qp.poll_transmit(env))
+                .ok()
+                .flatten();
+            if let Some(frame) = frame {
+                self.rr = qpn;
+                self.counters.frames_sent += 1;
+                return Some(frame);
+            }
+            if let Some(frame) = self.urgent.pop_front() {
+                self.counters.frames_sent += 1;
+                return Some(frame);
+            }
+        }
+        None
+    }
+
+    /// The earliest time at which `handle_timeout` has work, if any.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.qps.values().filter_map(Qp::poll_timeout).min()
+    }
+}

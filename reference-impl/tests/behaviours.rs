@@ -1,0 +1,459 @@
+//! One test per Base behaviour, driving two devices frame by frame.
+
+mod common;
+use common::*;
+use metaroce_ref::*;
+
+fn mr(dev: &mut Device, pd: PdHandle, len: usize) -> MrInfo {
+    dev.reg_mr(pd, len, Access::ALL).unwrap()
+}
+
+fn sge(m: &MrInfo, off: u64, len: u32) -> Sge {
+    Sge {
+        addr: m.addr + off,
+        len,
+        lkey: m.lkey,
+    }
+}
+
+fn recv(dev: &mut Device, e: End, m: &MrInfo, id: u64, len: u32) {
+    dev.post_recv(
+        e.qpn,
+        RecvWr {
+            wr_id: id,
+            sg_list: vec![sge(m, 0, len)],
+        },
+    )
+    .unwrap();
+}
+
+fn poll(dev: &mut Device, e: End) -> Vec<WorkCompletion> {
+    dev.poll_cq(e.cq, 1000).unwrap()
+}
+
+#[test]
+fn send_write_read_atomics_across_psn_wrap() {
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let src = mr(&mut a, ea.pd, 8192);
+    let data: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+    a.write_mr(src.lkey, src.addr, &data).unwrap();
+    let dst = mr(&mut b, eb.pd, 8192);
+    let rbuf = mr(&mut b, eb.pd, 8192);
+    recv(&mut b, eb, &rbuf, 77, 8192);
+    // 5000 bytes over PMTU 1024: 5 packets from PSN 0xFFFFF0, then WRITE of
+    // 8192 (8 packets) crosses 0xFFFFFF → 0.
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::SendImm(0xdead_beef), vec![sge(&src, 0, 5000)]),
+    )
+    .unwrap();
+    let remote = RemoteAddr {
+        va: dst.addr,
+        rkey: dst.rkey,
+    };
+    a.post_send(
+        ea.qpn,
+        SendWr::new(2, WrOp::Write(remote), vec![sge(&src, 0, 8192)]),
+    )
+    .unwrap();
+    let land = mr(&mut a, ea.pd, 8192);
+    a.post_send(
+        ea.qpn,
+        SendWr::new(3, WrOp::Read(remote), vec![sge(&land, 0, 3000)]),
+    )
+    .unwrap();
+    let result = mr(&mut a, ea.pd, 8);
+    let word = RemoteAddr {
+        va: dst.addr + 64,
+        rkey: dst.rkey,
+    };
+    a.post_send(
+        ea.qpn,
+        SendWr::new(
+            4,
+            WrOp::FetchAdd {
+                remote: word,
+                add: 5,
+            },
+            vec![sge(&result, 0, 8)],
+        ),
+    )
+    .unwrap();
+    shuttle(&mut a, &mut b, 10);
+    let wcs = poll(&mut a, ea);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        (1..=4).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+    let rw = poll(&mut b, eb);
+    assert_eq!(rw.len(), 1);
+    assert_eq!(
+        (rw[0].wr_id, rw[0].byte_len, rw[0].imm),
+        (77, 5000, Some(0xdead_beef))
+    );
+    assert_eq!(
+        b.read_mr(rbuf.lkey, rbuf.addr, 5000).unwrap(),
+        &data[..5000]
+    );
+    let orig = u64::from_ne_bytes(data[64..72].try_into().unwrap());
+    let mut expect = data.clone();
+    expect[64..72].copy_from_slice(&orig.wrapping_add(5).to_ne_bytes());
+    assert_eq!(b.read_mr(dst.lkey, dst.addr, 8192).unwrap(), &expect[..]);
+    assert_eq!(
+        a.read_mr(land.lkey, land.addr, 3000).unwrap(),
+        &data[..3000]
+    );
+    assert_eq!(
+        a.read_mr(result.lkey, result.addr, 8).unwrap(),
+        &orig.to_ne_bytes()
+    );
+    assert_eq!(a.counters().retransmitted_packets, 0);
+}
+
+#[test]
+fn rnr_nak_then_retry_succeeds() {
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let src = mr(&mut a, ea.pd, 64);
+    a.post_send(ea.qpn, SendWr::new(9, WrOp::Send, vec![sge(&src, 0, 64)]))
+        .unwrap();
+    shuttle(&mut a, &mut b, 0);
+    assert_eq!(b.counters().rnr_naks_sent, 1);
+    let wait = a.poll_timeout().unwrap();
+    assert!(wait >= 10_000, "MR-RNR-3: code 1 waits 10 µs, got {wait}");
+    let rbuf = mr(&mut b, eb.pd, 64);
+    recv(&mut b, eb, &rbuf, 1, 64);
+    a.handle_timeout(wait);
+    shuttle(&mut a, &mut b, wait);
+    assert_eq!(poll(&mut a, ea)[0].status, WcStatus::Success);
+    assert_eq!(poll(&mut b, eb)[0].byte_len, 64);
+    assert_eq!(a.counters().retransmitted_packets, 1);
+}
+
+#[test]
+fn rnr_retry_exhausted() {
+    let Pair {
+        mut a, mut b, ea, ..
+    } = pair(Params {
+        rnr_retry: 2,
+        ..Params::default()
+    });
+    let src = mr(&mut a, ea.pd, 8);
+    a.post_send(ea.qpn, SendWr::new(5, WrOp::Send, vec![sge(&src, 0, 8)]))
+        .unwrap();
+    for _ in 0..4 {
+        let now = a.now();
+        shuttle(&mut a, &mut b, now);
+        if let Some(t) = a.poll_timeout() {
+            a.handle_timeout(t);
+        }
+    }
+    let wcs = poll(&mut a, ea);
+    assert_eq!(wcs[0].status, WcStatus::RnrRetryExcErr);
+    assert_eq!(b.counters().rnr_naks_sent, 3);
+    assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Err);
+}
+
+#[test]
+fn retry_exhaustion_seven_is_not_infinite() {
+    let Pair { mut a, ea, .. } = pair(Params::default());
+    let src = mr(&mut a, ea.pd, 3000);
+    a.post_send(ea.qpn, SendWr::new(1, WrOp::Send, vec![sge(&src, 0, 3000)]))
+        .unwrap();
+    a.post_send(ea.qpn, SendWr::new(2, WrOp::Send, vec![sge(&src, 0, 8)]))
+        .unwrap();
+    // Everything is lost: the peer never answers.
+    let mut sent = drain(&mut a).len();
+    let t = timing::local_ack_timeout_ns(6).unwrap();
+    let mut fired = 0;
+    while let Some(deadline) = a.poll_timeout() {
+        assert!(deadline >= a.now() + t || fired == 0, "MR-TMR-1");
+        a.handle_timeout(deadline);
+        fired += 1;
+        sent += drain(&mut a).len();
+        assert!(fired < 20);
+    }
+    assert_eq!(
+        fired, 8,
+        "seven retries, then failure on the eighth timeout"
+    );
+    assert_eq!(sent, 4 * 8);
+    assert_eq!(a.counters().retransmitted_packets, 4 * 7);
+    let wcs = poll(&mut a, ea);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Err);
+}
+
+#[test]
+fn bad_rkey_is_remote_access_error_and_both_qps_err() {
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let src = mr(&mut a, ea.pd, 64);
+    let dst = mr(&mut b, eb.pd, 64);
+    let rbuf = mr(&mut b, eb.pd, 64);
+    recv(&mut b, eb, &rbuf, 50, 64);
+    let bad = RemoteAddr {
+        va: dst.addr,
+        rkey: dst.rkey ^ 0x100,
+    };
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Write(bad), vec![sge(&src, 0, 64)]),
+    )
+    .unwrap();
+    a.post_send(ea.qpn, SendWr::new(2, WrOp::Send, vec![sge(&src, 0, 8)]))
+        .unwrap();
+    shuttle(&mut a, &mut b, 0);
+    let wcs = poll(&mut a, ea);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Err);
+    assert_eq!(b.query_qp(eb.qpn).unwrap().state, QpState::Err);
+    assert_eq!(b.read_mr(dst.lkey, dst.addr, 64).unwrap(), &[0u8; 64][..]);
+    let rw = poll(&mut b, eb);
+    assert_eq!((rw[0].wr_id, rw[0].status), (50, WcStatus::WrFlushErr));
+}
+
+#[test]
+fn duplicate_read_is_re_executed() {
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let src = mr(&mut b, eb.pd, 2048);
+    b.write_mr(src.lkey, src.addr, &[1u8; 2048]).unwrap();
+    let land = mr(&mut a, ea.pd, 2048);
+    let remote = RemoteAddr {
+        va: src.addr,
+        rkey: src.rkey,
+    };
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Read(remote), vec![sge(&land, 0, 2048)]),
+    )
+    .unwrap();
+    let req = drain(&mut a);
+    assert_eq!(req.len(), 1);
+    b.handle_frame(0, &req[0]);
+    assert_eq!(drain(&mut b).len(), 2);
+    // Memory changes, then the READ request arrives again: re-read.
+    b.write_mr(src.lkey, src.addr, &[2u8; 2048]).unwrap();
+    b.handle_frame(1, &req[0]);
+    assert_eq!(b.counters().duplicate_requests, 1);
+    let again = drain(&mut b);
+    assert_eq!(again.len(), 2);
+    for f in &again {
+        a.handle_frame(2, f);
+    }
+    assert_eq!(poll(&mut a, ea)[0].status, WcStatus::Success);
+    assert_eq!(
+        a.read_mr(land.lkey, land.addr, 2048).unwrap(),
+        &[2u8; 2048][..]
+    );
+}
+
+#[test]
+fn duplicate_atomic_is_replayed_not_re_executed() {
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let word = mr(&mut b, eb.pd, 8);
+    b.write_mr(word.lkey, word.addr, &100u64.to_ne_bytes())
+        .unwrap();
+    let result = mr(&mut a, ea.pd, 8);
+    let remote = RemoteAddr {
+        va: word.addr,
+        rkey: word.rkey,
+    };
+    a.post_send(
+        ea.qpn,
+        SendWr::new(
+            1,
+            WrOp::FetchAdd { remote, add: 1 },
+            vec![sge(&result, 0, 8)],
+        ),
+    )
+    .unwrap();
+    let req = drain(&mut a);
+    b.handle_frame(0, &req[0]);
+    b.handle_frame(0, &req[0]);
+    let acks = drain(&mut b);
+    assert_eq!(acks.len(), 2);
+    assert_eq!(
+        b.read_mr(word.lkey, word.addr, 8).unwrap(),
+        &101u64.to_ne_bytes()
+    );
+    for f in &acks {
+        a.handle_frame(1, f);
+    }
+    assert_eq!(poll(&mut a, ea).len(), 1);
+    assert_eq!(
+        a.read_mr(result.lkey, result.addr, 8).unwrap(),
+        &100u64.to_ne_bytes()
+    );
+}
+
+#[test]
+fn corrupted_frame_changes_nothing() {
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let src = mr(&mut a, ea.pd, 16);
+    let dst = mr(&mut b, eb.pd, 16);
+    let remote = RemoteAddr {
+        va: dst.addr,
+        rkey: dst.rkey,
+    };
+    a.write_mr(src.lkey, src.addr, &[9u8; 16]).unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Write(remote), vec![sge(&src, 0, 16)]),
+    )
+    .unwrap();
+    let mut f = drain(&mut a).remove(0);
+    let n = f.len();
+    f[n - 10] ^= 0xFF; // a payload byte
+    b.handle_frame(0, &f);
+    assert_eq!(b.counters().icrc_errors, 1);
+    assert!(drain(&mut b).is_empty(), "MR-ICRC-4: no response");
+    assert_eq!(b.read_mr(dst.lkey, dst.addr, 16).unwrap(), &[0u8; 16][..]);
+}
+
+#[test]
+fn sequence_nak_once_per_gap_and_go_back_n() {
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let src = mr(&mut a, ea.pd, 4096);
+    let dst = mr(&mut b, eb.pd, 4096);
+    let remote = RemoteAddr {
+        va: dst.addr,
+        rkey: dst.rkey,
+    };
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Write(remote), vec![sge(&src, 0, 4096)]),
+    )
+    .unwrap();
+    let frames = drain(&mut a);
+    assert_eq!(frames.len(), 4);
+    for f in &frames[1..] {
+        b.handle_frame(0, f); // first packet lost
+    }
+    assert_eq!(b.counters().seq_naks_sent, 1, "MR-NAK-2");
+    shuttle(&mut a, &mut b, 1);
+    assert_eq!(a.counters().retransmitted_packets, 4);
+    assert_eq!(poll(&mut a, ea)[0].status, WcStatus::Success);
+}
+
+#[test]
+fn ud_send_and_receive() {
+    let mut a = device(MAC_A, IP_A, 3);
+    let mut b = device(MAC_B, IP_B, 4);
+    let ud = |dev: &mut Device| {
+        let pd = dev.alloc_pd();
+        let cq = dev.create_cq();
+        let qpn = dev
+            .create_qp(QpInit {
+                qp_type: QpType::Ud,
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                sq_sig_all: true,
+            })
+            .unwrap();
+        dev.modify_qp(
+            qpn,
+            QpState::Init,
+            &QpAttrs {
+                qkey: Some(0x1234),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        dev.modify_qp(qpn, QpState::Rtr, &QpAttrs::default())
+            .unwrap();
+        dev.modify_qp(
+            qpn,
+            QpState::Rts,
+            &QpAttrs {
+                sq_psn: Some(5),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        End {
+            pd,
+            cq,
+            qpn,
+            psn: 5,
+        }
+    };
+    let ea = ud(&mut a);
+    let eb = ud(&mut b);
+    let src = mr(&mut a, ea.pd, 5000);
+    let rbuf = mr(&mut b, eb.pd, 200);
+    recv(&mut b, eb, &rbuf, 1, 200);
+    let dest = UdDest {
+        ip: IP_B,
+        mac: MAC_B,
+        qpn: eb.qpn,
+        qkey: 0x1234,
+    };
+    let mut wr = SendWr::new(10, WrOp::SendImm(7), vec![sge(&src, 0, 100)]);
+    wr.ud = Some(dest);
+    a.post_send(ea.qpn, wr).unwrap();
+    let mut big = SendWr::new(11, WrOp::Send, vec![sge(&src, 0, 5000)]);
+    big.ud = Some(dest);
+    a.post_send(ea.qpn, big).unwrap();
+    let mut wrong_qkey = SendWr::new(12, WrOp::Send, vec![sge(&src, 0, 10)]);
+    wrong_qkey.ud = Some(UdDest { qkey: 1, ..dest });
+    a.post_send(ea.qpn, wrong_qkey).unwrap();
+    shuttle(&mut a, &mut b, 0);
+    let wcs = poll(&mut a, ea);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![
+            (10, WcStatus::Success),
+            (11, WcStatus::LocLenErr),
+            (12, WcStatus::Success)
+        ]
+    );
+    let rw = poll(&mut b, eb);
+    assert_eq!(rw.len(), 1);
+    assert_eq!(
+        (rw[0].byte_len, rw[0].imm, rw[0].src_qp),
+        (140, Some(7), Some(ea.qpn))
+    );
+    assert_eq!(b.counters().qkey_violations, 1);
+    assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Rts);
+}

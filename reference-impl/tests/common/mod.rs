@@ -1,0 +1,166 @@
+//! Shared set-up: devices, a connected RC pair, frame shuttling.
+#![allow(dead_code)]
+
+use core::net::Ipv4Addr;
+use metaroce_ref::sim::{Impairments, Network};
+use metaroce_ref::*;
+
+pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xA];
+pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xB];
+pub const IP_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+pub const IP_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+pub fn device(mac: [u8; 6], ip: Ipv4Addr, seed: u8) -> Device {
+    Device::new(DeviceConfig::new(mac, ip), [seed; 32])
+}
+
+/// One side of a connection.
+#[derive(Clone, Copy, Debug)]
+pub struct End {
+    pub pd: PdHandle,
+    pub cq: CqHandle,
+    pub qpn: u32,
+    pub psn: u32,
+}
+
+pub fn create_rc(dev: &mut Device, psn: u32) -> End {
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq();
+    let qpn = dev
+        .create_qp(QpInit {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            sq_sig_all: false,
+        })
+        .unwrap();
+    End { pd, cq, qpn, psn }
+}
+
+/// Connection parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    pub pmtu: u32,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub access: Access,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            pmtu: 1024,
+            timeout: 6,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            access: Access::ALL,
+        }
+    }
+}
+
+pub fn connect(
+    dev: &mut Device,
+    me: End,
+    peer: End,
+    peer_ip: Ipv4Addr,
+    peer_mac: [u8; 6],
+    p: Params,
+) {
+    dev.modify_qp(
+        me.qpn,
+        QpState::Init,
+        &QpAttrs {
+            access: Some(p.access),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    dev.modify_qp(
+        me.qpn,
+        QpState::Rtr,
+        &QpAttrs {
+            dest_qpn: Some(peer.qpn),
+            rq_psn: Some(peer.psn),
+            pmtu: Some(p.pmtu),
+            path: Some(AddressVector {
+                dest_ip: peer_ip,
+                dest_mac: peer_mac,
+                traffic_class: 0,
+                hop_limit: 64,
+            }),
+            max_dest_rd_atomic: Some(16),
+            min_rnr_timer: Some(p.min_rnr_timer),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    dev.modify_qp(
+        me.qpn,
+        QpState::Rts,
+        &QpAttrs {
+            sq_psn: Some(me.psn),
+            timeout: Some(p.timeout),
+            retry_cnt: Some(p.retry_cnt),
+            rnr_retry: Some(p.rnr_retry),
+            max_rd_atomic: Some(16),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+}
+
+/// Two devices with a connected RC pair; A's PSNs start near the wrap.
+pub struct Pair {
+    pub a: Device,
+    pub b: Device,
+    pub ea: End,
+    pub eb: End,
+}
+
+pub fn pair(p: Params) -> Pair {
+    let mut a = device(MAC_A, IP_A, 1);
+    let mut b = device(MAC_B, IP_B, 2);
+    let ea = create_rc(&mut a, 0xFF_FFF0);
+    let eb = create_rc(&mut b, 0x12_3456);
+    connect(&mut a, ea, eb, IP_B, MAC_B, p);
+    connect(&mut b, eb, ea, IP_A, MAC_A, p);
+    Pair { a, b, ea, eb }
+}
+
+/// Every frame `from` has queued.
+pub fn drain(dev: &mut Device) -> Vec<Vec<u8>> {
+    std::iter::from_fn(|| dev.poll_transmit()).collect()
+}
+
+/// Moves frames both ways until both are quiet; returns frames moved.
+pub fn shuttle(a: &mut Device, b: &mut Device, now: u64) -> usize {
+    let mut moved = 0;
+    loop {
+        let ab = drain(a);
+        let ba = drain(b);
+        if ab.is_empty() && ba.is_empty() {
+            return moved;
+        }
+        moved += ab.len() + ba.len();
+        for f in ab {
+            b.handle_frame(now, &f);
+        }
+        for f in ba {
+            a.handle_frame(now, &f);
+        }
+    }
+}
+
+/// A network with the pair of `pair()` on one link pair.
+pub fn network(p: Params, imp: Impairments, seed: u64) -> (Network, End, End) {
+    let Pair { a, b, ea, eb } = pair(p);
+    let mut net = Network::new();
+    let ia = net.add(a);
+    let ib = net.add(b);
+    net.connect(ia, ib, imp, seed);
+    (net, ea, eb)
+}
