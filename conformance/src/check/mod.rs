@@ -16,7 +16,9 @@
 
 mod report;
 
-pub use report::{connection_text, finding_json, finding_text, reported_json, reported_text, summary_text};
+pub use report::{
+    connection_text, finding_json, finding_text, reported_json, reported_text, summary_text,
+};
 
 use crate::decode::LINKTYPE_ETHERNET;
 use metaroce_codec::{Frame, IpRepr, Layer, ParseOptions, icrc};
@@ -24,10 +26,10 @@ use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
 };
 use metaroce_spec::requirements;
-use std::net::IpAddr;
 use metaroce_spec::validate::{Context, validate_decode_error, validate_frame};
 use metaroce_spec::{Finding, Severity};
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 /// Judges the frames of one capture, in order.
 #[derive(Debug)]
@@ -163,7 +165,11 @@ impl Checker {
             udp_src_port: udp.src_port,
             ecn: ip.ecn(),
         };
-        let found: Vec<Reported> = judge.on_packet(&meta, &pkt).into_iter().map(Reported::of).collect();
+        let found: Vec<Reported> = judge
+            .on_packet(&meta, &pkt)
+            .into_iter()
+            .map(Reported::of)
+            .collect();
         for r in &found {
             self.summary.count(&r.finding);
         }

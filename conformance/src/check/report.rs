@@ -47,7 +47,11 @@ pub fn reported_json(r: &Reported) -> Value {
     }
     if let Some(map) = v.as_object_mut() {
         map.insert("frames".into(), json!(r.frames));
-        let source = if r.conversation { "conversation" } else { "packet" };
+        let source = if r.conversation {
+            "conversation"
+        } else {
+            "packet"
+        };
         map.insert("source".into(), json!(source));
     }
     v

@@ -14,7 +14,9 @@
 //! line per connection.
 
 use crate::capture::CaptureReader;
-use crate::check::{Checker, Reported, connection_text, reported_json, reported_text, summary_text};
+use crate::check::{
+    Checker, Reported, connection_text, reported_json, reported_text, summary_text,
+};
 use crate::exit;
 use clap::{Args, ValueEnum};
 use metaroce_spec::Profile;
@@ -48,6 +50,11 @@ pub struct CheckArgs {
     /// Do not rebuild and judge the RC conversations (per-packet checks only).
     #[arg(long)]
     pub no_conversation: bool,
+    /// Packets may be missing from the capture (lost between a peer and the
+    /// capture point, e.g. netem): the conversation judge takes request gaps
+    /// as loss and reports missing responses as information.
+    #[arg(long)]
+    pub lossy: bool,
     /// The requesters' local ACK `timeout` attribute (0–31), when known: the
     /// conversation judge then checks retransmission times (MR-TMR-1 … 4).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=31))]
@@ -91,6 +98,7 @@ pub fn run(args: &CheckArgs) -> u8 {
             ConversationConfig {
                 pmtu: args.pmtu,
                 timeout: args.timeout,
+                lossy: args.lossy,
                 ..ConversationConfig::default()
             },
         )

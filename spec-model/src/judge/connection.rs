@@ -73,8 +73,9 @@ impl Connection {
                 qp_type: RequesterQpType::Rc,
                 pmtu: cfg.pmtu,
                 timeout: cfg.timeout,
+                lossy: cfg.lossy,
             }),
-            responder: ResponderSide::default(),
+            responder: ResponderSide::new(cfg.lossy),
         }
     }
 
@@ -108,7 +109,9 @@ impl Connection {
                 frames: vec![meta.frame],
             });
         }
-        let pmtu = cfg.pmtu.or_else(|| self.requester.pmtu_candidates().single());
+        let pmtu = cfg
+            .pmtu
+            .or_else(|| self.requester.pmtu_candidates().single());
         let features = cfg.features;
         self.responder.on_request(
             meta.frame,

@@ -24,8 +24,8 @@
 //! obligations kept (PSN, frame, requirements only) in a list of at most
 //! [`MAX_LOOSE`] entries until a later acknowledgement covers them.
 
-use super::response::{Mismatch, Resp, blame, describe_spec, is_plain_ack};
 use super::ConversationFinding;
+use super::response::{Mismatch, Resp, blame, describe_spec, is_plain_ack};
 use crate::Finding;
 use crate::model::responder::{Branch, ResponderState};
 use crate::model::{Effect, Outcomes, PacketSpec};
@@ -220,6 +220,9 @@ pub(crate) struct ResponderSide {
     pub unjudged_responses: u64,
     /// Acknowledge obligations forgotten when [`MAX_LOOSE`] overflowed.
     pub forgotten: u64,
+    /// Responses may be lost before the capture point: a missing one is
+    /// information, not a finding.
+    lossy: bool,
 }
 
 /// Findings of the responder side, with the frames they concern.
@@ -232,16 +235,48 @@ fn finding(id: &'static str, frames: Vec<u64>, message: String) -> ConversationF
     }
 }
 
+/// A required response that was not observed: a finding, or information
+/// when the capture may have lost it.
+fn missing(
+    lossy: bool,
+    id: &'static str,
+    frames: Vec<u64>,
+    message: String,
+) -> ConversationFinding {
+    if !lossy {
+        return finding(id, frames, message);
+    }
+    ConversationFinding {
+        finding: Finding::info(id, format!("{message} (lost before the capture point?)")),
+        frames,
+    }
+}
+
 /// The requirement a missing response breaks, among those it cites.
 fn missing_id(reqs: &'static [&'static str]) -> &'static str {
-    ["MR-ACK-1", "MR-DUP-2", "MR-READ-2", "MR-ATOM-4", "MR-NAK-1", "MR-NAK-3"]
-        .iter()
-        .find_map(|p| reqs.iter().find(|r| *r == p).copied())
-        .or_else(|| reqs.first().copied())
-        .unwrap_or("MR-ACK-1")
+    [
+        "MR-ACK-1",
+        "MR-DUP-2",
+        "MR-READ-2",
+        "MR-ATOM-4",
+        "MR-NAK-1",
+        "MR-NAK-3",
+    ]
+    .iter()
+    .find_map(|p| reqs.iter().find(|r| *r == p).copied())
+    .or_else(|| reqs.first().copied())
+    .unwrap_or("MR-ACK-1")
 }
 
 impl ResponderSide {
+    /// A side that has seen nothing (`lossy`: see [`super::ConversationConfig::lossy`]).
+    pub fn new(lossy: bool) -> Self {
+        ResponderSide {
+            lossy,
+            ..ResponderSide::default()
+        }
+    }
+
     /// A request arrives. `start` builds the learned state when the model has
     /// not started (None: it cannot start yet).
     pub fn on_request(
@@ -317,7 +352,8 @@ impl ResponderSide {
             self.retire(old, None, false, out);
         }
         for l in self.loose.drain(..) {
-            out.push(finding(
+            out.push(missing(
+                self.lossy,
                 missing_id(l.reqs),
                 vec![l.frame],
                 format!(
@@ -374,7 +410,11 @@ impl ResponderSide {
     /// findings (`by`: the later response that shows they were skipped).
     fn retire(&mut self, e: Entry, by: Option<u64>, early: bool, out: &mut Out) {
         let alt = &e.alts[e.best()];
-        for x in alt.sends.iter().filter(|x| x.required && x.got.is_none() && !x.covered) {
+        for x in alt
+            .sends
+            .iter()
+            .filter(|x| x.required && x.got.is_none() && !x.covered)
+        {
             if is_plain_ack(&x.spec)
                 && early
                 && let crate::model::Field::Exact(psn) = x.spec.psn
@@ -399,7 +439,8 @@ impl ResponderSide {
                 None if early => format!(" within {MAX_PENDING} later requests"),
                 None => " by the end of the capture".to_string(),
             };
-            out.push(finding(
+            out.push(missing(
+                self.lossy,
                 missing_id(x.reqs),
                 frames,
                 format!(
@@ -414,25 +455,33 @@ impl ResponderSide {
 
     /// A response that fits no queued request.
     fn unexpected(&mut self, r: &Resp, out: &mut Out) {
-        // The nearest expectation: an unanswered response of the same opcode,
-        // else any unanswered required response.
-        let near = |same_op: bool| {
-            self.pending.iter().find_map(|e| {
-                let alt = &e.alts[e.chosen];
-                alt.sends
-                    .iter()
-                    .find(|x| {
-                        x.got.is_none()
-                            && (if same_op {
-                                x.spec.opcode.allows(&r.opcode)
-                            } else {
-                                x.required
-                            })
-                    })
-                    .map(|x| (e, x))
-            })
+        // The nearest expectation: an unanswered response with the same PSN
+        // and opcode, else the same PSN, else the same opcode, else the first
+        // required one of a chosen branch.
+        let score = |chosen: bool, x: &Expect| -> u8 {
+            let psn = x.spec.psn.allows(&r.psn);
+            let op = x.spec.opcode.allows(&r.opcode);
+            match (psn, op) {
+                (true, true) => 4,
+                (true, false) => 3,
+                (false, true) => 2,
+                _ if chosen && x.required => 1,
+                _ => 0,
+            }
         };
-        if let Some((e, x)) = near(true).or_else(|| near(false)) {
+        let mut best: Option<(u8, &Entry, &Expect)> = None;
+        for e in &self.pending {
+            for (i, alt) in e.alts.iter().enumerate() {
+                for x in alt.sends.iter().filter(|x| x.got.is_none()) {
+                    let sc = score(i == e.chosen, x);
+                    if sc > 0 && best.is_none_or(|(b, _, _)| sc > b) {
+                        best = Some((sc, e, x));
+                    }
+                }
+            }
+        }
+        let near = best.map(|(_, e, x)| (e, x));
+        if let Some((e, x)) = near {
             let field = r.mismatch(&x.spec).unwrap_or(Mismatch::Opcode);
             out.push(finding(
                 blame(x.reqs, field),

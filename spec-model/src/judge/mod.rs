@@ -63,6 +63,11 @@ pub struct ConversationConfig {
     /// Features the responders declare (default: every optional responder
     /// feature, no credits).
     pub features: Features,
+    /// Packets may be missing from the capture (lost between a peer and the
+    /// capture point: netem, a lossy link). Gaps in a request stream are
+    /// then taken as loss, and a required response that was never observed
+    /// is reported as information, not as a MUST finding.
+    pub lossy: bool,
 }
 
 impl Default for ConversationConfig {
@@ -71,6 +76,7 @@ impl Default for ConversationConfig {
             pmtu: None,
             timeout: None,
             features: Features::ALL,
+            lossy: false,
         }
     }
 }
@@ -141,7 +147,11 @@ impl ConversationJudge {
     }
 
     /// Judges one packet; returns the findings it shows.
-    pub fn on_packet(&mut self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> Vec<ConversationFinding> {
+    pub fn on_packet(
+        &mut self,
+        meta: &PacketMeta,
+        pkt: &RocePacket<'_>,
+    ) -> Vec<ConversationFinding> {
         let mut out = Vec::new();
         let op = pkt.bth.opcode;
         let ce = meta.ecn == 3;
