@@ -73,6 +73,8 @@ struct Expect {
     got: Option<u64>,
     /// A later acknowledgement covers it (plain ACKs only).
     covered: bool,
+    /// Already reported missing (a later response of the same request showed it skipped).
+    reported: bool,
 }
 
 /// One branch of a request's outcome.
@@ -102,6 +104,7 @@ impl Alt {
                     required,
                     got: None,
                     covered: false,
+                    reported: false,
                 });
             }
         }
@@ -189,6 +192,25 @@ impl Entry {
         let before = self.chosen;
         self.chosen = self.best();
         before != self.chosen
+    }
+
+    /// The required responses of the chosen branch listed before the one
+    /// the response in `frame` answered and not observed: skipped. Marked
+    /// reported, and returned with their requirements.
+    fn skipped_before(&mut self, frame: u64) -> Vec<(PacketSpec, &'static [&'static str])> {
+        let alt = &mut self.alts[self.chosen];
+        let Some(at) = alt.sends.iter().position(|x| x.got == Some(frame)) else {
+            return Vec::new();
+        };
+        let mut skipped = Vec::new();
+        for x in alt.sends[..at].iter_mut() {
+            if x.required && x.got.is_none() && !x.covered && !x.reported && !is_plain_ack(&x.spec)
+            {
+                x.reported = true;
+                skipped.push((x.spec.clone(), x.reqs));
+            }
+        }
+        skipped
     }
 
     fn state(&self) -> &ResponderState {
@@ -335,6 +357,24 @@ impl ResponderSide {
             return;
         };
         let mut changed = head.attribute(r);
+        let skipped = head.skipped_before(r.frame);
+        let req_frame = head.req.frame;
+        let (opcode, psn) = (head.req.bth.opcode, head.req.bth.psn);
+        for (spec, reqs) in skipped {
+            out.push(missing(
+                self.lossy,
+                missing_id(reqs),
+                vec![req_frame, r.frame],
+                format!(
+                    "{opcode} (PSN {psn}) needs {}; none was observed before the response in frame {}",
+                    describe_spec(&spec),
+                    r.frame
+                ),
+            ));
+        }
+        let Some(head) = self.pending.front_mut() else {
+            return;
+        };
         if let Some(m) = r.msn
             && !head.state().msn.is_known()
         {
@@ -413,7 +453,7 @@ impl ResponderSide {
         for x in alt
             .sends
             .iter()
-            .filter(|x| x.required && x.got.is_none() && !x.covered)
+            .filter(|x| x.required && x.got.is_none() && !x.covered && !x.reported)
         {
             if is_plain_ack(&x.spec)
                 && early

@@ -52,7 +52,10 @@ impl RequestStreamJudge {
             // "MR-NAK-5": resume at the NAK PSN ("MR-REQ-4": or at an earlier
             // READ or atomic whose responses were lost).
             let earlier_rdma = nak.is_after(psn) && self.is_rdma_request(psn);
-            if psn != nak && !earlier_rdma {
+            // With loss before the capture point, the packets from the NAK
+            // PSN on may have been resent and lost again.
+            let maybe_lost = self.config.lossy && psn.is_after(nak);
+            if psn != nak && !earlier_rdma && !maybe_lost {
                 f.push(Finding::new(
                     "MR-NAK-5",
                     format!("go-back-N after NAK 0x60 PSN {nak} resumes at PSN {psn}"),
