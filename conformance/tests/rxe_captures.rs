@@ -9,6 +9,7 @@
 //! but not a departure. Then faults are injected into rxe captures in memory
 //! and the judge must catch each.
 
+use metaroce_codec::{Frame, ParseOptions, icrc};
 use metaroce_conformance::capture::CaptureReader;
 use metaroce_conformance::check::{Checker, Reported};
 use metaroce_spec::Severity;
@@ -67,11 +68,23 @@ const BTH: usize = 42;
 
 fn set_psn(frame: &mut [u8], psn: u32) {
     frame[BTH + 9..BTH + 12].copy_from_slice(&psn.to_be_bytes()[1..]);
+    refresh_icrc(frame);
 }
 
 fn set_msn(frame: &mut [u8], msn: u32) {
     // AETH right after the BTH: syndrome, then the 24-bit MSN.
     frame[BTH + 13..BTH + 16].copy_from_slice(&msn.to_be_bytes()[1..]);
+    refresh_icrc(frame);
+}
+
+/// Rewrites the ICRC (a packet with a wrong one is dropped by its receiver
+/// and left out of the conversation).
+fn refresh_icrc(frame: &mut [u8]) {
+    let parsed = Frame::parse(frame, &ParseOptions::default()).expect("decodes");
+    let value = icrc::expected(&parsed).expect("RoCE");
+    let udp_len = usize::from(parsed.udp.expect("UDP").length);
+    let end = BTH - 8 + udp_len;
+    frame[end - 4..end].copy_from_slice(&value.to_le_bytes());
 }
 
 fn frame_mut(frames: &mut Frames, number: u64) -> &mut Vec<u8> {

@@ -164,6 +164,7 @@ impl Checker {
             dst,
             udp_src_port: udp.src_port,
             ecn: ip.ecn(),
+            icrc_valid: !matches!(icrc::verify(&frame), icrc::IcrcStatus::Invalid { .. }),
         };
         let found: Vec<Reported> = judge
             .on_packet(&meta, &pkt)

@@ -114,7 +114,7 @@ impl Connection {
             .or_else(|| self.requester.pmtu_candidates().single());
         let features = cfg.features;
         self.responder.on_request(
-            meta.frame,
+            (meta.frame, meta.timestamp_ns),
             pkt,
             || {
                 let attrs = QpAttributes::unknown(pmtu?, pkt.bth.pkey);
@@ -133,14 +133,17 @@ impl Connection {
     ) {
         self.summary.responses += 1;
         self.summary.requester_qpn = Some(pkt.bth.dest_qp);
-        self.requester.on_response(pkt, Some(meta.timestamp_ns));
+        if meta.icrc_valid {
+            // "MR-ICRC-3": a response with a wrong ICRC never reaches the requester.
+            self.requester.on_response(pkt, Some(meta.timestamp_ns));
+        }
         let r = Resp::of(meta.frame, pkt, meta.udp_src_port);
         self.responder.on_response(r, out);
         self.summary.unjudged_responses = self.responder.unjudged_responses;
     }
 
-    pub fn finish(&mut self, out: &mut Vec<ConversationFinding>) {
-        self.responder.finish(out);
+    pub fn finish(&mut self, end_ns: u64, grace_ns: u64, out: &mut Vec<ConversationFinding>) {
+        self.responder.finish(end_ns, grace_ns, out);
     }
 
     /// Requests queued at the responder side.

@@ -44,6 +44,7 @@ pub const MAX_LOOSE: usize = 1024;
 #[derive(Clone, Debug)]
 struct Stored {
     frame: u64,
+    timestamp_ns: u64,
     bth: BthRepr,
     ext: ExtHeaders,
     payload_len: usize,
@@ -303,7 +304,7 @@ impl ResponderSide {
     /// not started (None: it cannot start yet).
     pub fn on_request(
         &mut self,
-        frame: u64,
+        (frame, timestamp_ns): (u64, u64),
         pkt: &RocePacket<'_>,
         start: impl FnOnce() -> Option<ResponderState>,
         out: &mut Out,
@@ -319,6 +320,7 @@ impl ResponderSide {
         let entry = Entry::new(
             Stored {
                 frame,
+                timestamp_ns,
                 bth: pkt.bth,
                 ext: pkt.ext,
                 payload_len: pkt.payload.len(),
@@ -386,9 +388,17 @@ impl ResponderSide {
         }
     }
 
-    /// The capture ended: every queued request is retired.
-    pub fn finish(&mut self, out: &mut Out) {
-        while let Some(old) = self.pending.pop_front() {
+    /// The capture ended at `end_ns`: every queued request is retired, but
+    /// a request less than `grace_ns` before the end may still be answered
+    /// after it, so its missing responses are not judged.
+    pub fn finish(&mut self, end_ns: u64, grace_ns: u64, out: &mut Out) {
+        while let Some(mut old) = self.pending.pop_front() {
+            if end_ns.saturating_sub(old.req.timestamp_ns) < grace_ns {
+                let chosen = old.chosen;
+                for x in &mut old.alts[chosen].sends {
+                    x.reported = true; // "MR-ACK-1": its deadline is after the end
+                }
+            }
             self.retire(old, None, false, out);
         }
         for l in self.loose.drain(..) {
@@ -495,6 +505,20 @@ impl ResponderSide {
 
     /// A response that fits no queued request.
     fn unexpected(&mut self, r: &Resp, out: &mut Out) {
+        if let Some(st) = self.state.as_ref() {
+            let last = st.epsn.sub(1);
+            if r.acknowledges() && r.psn.is_after(last) {
+                out.push(finding(
+                    "MR-ACK-4",
+                    vec![r.frame],
+                    format!(
+                        "{} acknowledges a PSN not executed (last executed PSN {last})",
+                        r.describe()
+                    ),
+                ));
+                return;
+            }
+        }
         // The nearest expectation: an unanswered response with the same PSN
         // and opcode, else the same PSN, else the same opcode, else the first
         // required one of a chosen branch.
@@ -540,27 +564,16 @@ impl ResponderSide {
         let Some(st) = self.state.as_ref() else {
             return;
         };
-        let last = st.epsn.sub(1);
-        if r.acknowledges() && r.psn.is_after(last) {
-            out.push(finding(
-                "MR-ACK-4",
-                vec![r.frame],
-                format!(
-                    "{} acknowledges a PSN not executed (last executed PSN {last})",
-                    r.describe()
-                ),
-            ));
-        } else {
-            out.push(finding(
-                "MR-ACK-3",
-                vec![r.frame],
-                format!(
-                    "{} answers no request (expected PSN {}, last executed {last})",
-                    r.describe(),
-                    st.epsn
-                ),
-            ));
-        }
+        out.push(finding(
+            "MR-ACK-3",
+            vec![r.frame],
+            format!(
+                "{} answers no request (expected PSN {}, last executed {})",
+                r.describe(),
+                st.epsn,
+                st.epsn.sub(1)
+            ),
+        ));
     }
 }
 

@@ -68,6 +68,12 @@ pub struct ConversationConfig {
     /// then taken as loss, and a required response that was never observed
     /// is reported as information, not as a MUST finding.
     pub lossy: bool,
+    /// How long after a request its response may come (`base_ack_delay_max`
+    /// of §10; default 64 µs, the largest that may be declared). Requests
+    /// less than this before the end of the capture are not judged for a
+    /// missing response. Response delays are not judged otherwise: a
+    /// capture's timestamps are not the responder's.
+    pub ack_delay_ns: u64,
 }
 
 impl Default for ConversationConfig {
@@ -77,6 +83,7 @@ impl Default for ConversationConfig {
             timeout: None,
             features: Features::ALL,
             lossy: false,
+            ack_delay_ns: 64_000,
         }
     }
 }
@@ -96,6 +103,10 @@ pub struct PacketMeta {
     pub udp_src_port: u16,
     /// IP ECN code point.
     pub ecn: u8,
+    /// The ICRC is right. A packet with a wrong one is judged as its sender's
+    /// act but its receiver drops it (MR-ICRC-3): a request does not reach
+    /// the responder model, a response does not reach the requester judge.
+    pub icrc_valid: bool,
 }
 
 /// A finding of the conversation judge, with the frames it concerns (the
@@ -120,6 +131,8 @@ pub struct ConversationJudge {
     untracked: u64,
     /// Responses paired with no connection.
     orphans: u64,
+    /// Latest capture time seen.
+    last_ns: u64,
 }
 
 /// Whether `op` is an RC request opcode the models know.
@@ -143,6 +156,7 @@ impl ConversationJudge {
             by_response: HashMap::new(),
             untracked: 0,
             orphans: 0,
+            last_ns: 0,
         }
     }
 
@@ -153,6 +167,7 @@ impl ConversationJudge {
         pkt: &RocePacket<'_>,
     ) -> Vec<ConversationFinding> {
         let mut out = Vec::new();
+        self.last_ns = self.last_ns.max(meta.timestamp_ns);
         let op = pkt.bth.opcode;
         let ce = meta.ecn == 3;
         if is_request(op) {
@@ -228,7 +243,7 @@ impl ConversationJudge {
         let mut all = Vec::new();
         for c in &mut self.conns {
             let mut out = Vec::new();
-            c.finish(&mut out);
+            c.finish(self.last_ns, self.cfg.ack_delay_ns, &mut out);
             c.summary.findings += out.len() as u64;
             all.extend(out);
         }
