@@ -134,7 +134,7 @@ impl Connection {
         self.summary.responses += 1;
         self.summary.requester_qpn = Some(pkt.bth.dest_qp);
         if meta.icrc_valid {
-            // "MR-ICRC-3": a response with a wrong ICRC never reaches the requester.
+            // A response with a wrong ICRC never reaches the requester (§5.3).
             self.requester.on_response(pkt, Some(meta.timestamp_ns));
         }
         let r = Resp::of(meta.frame, pkt, meta.udp_src_port);

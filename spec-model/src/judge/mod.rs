@@ -104,7 +104,7 @@ pub struct PacketMeta {
     /// IP ECN code point.
     pub ecn: u8,
     /// The ICRC is right. A packet with a wrong one is judged as its sender's
-    /// act but its receiver drops it (MR-ICRC-3): a request does not reach
+    /// act but its receiver drops it (§5.3): a request does not reach
     /// the responder model, a response does not reach the requester judge.
     pub icrc_valid: bool,
 }
