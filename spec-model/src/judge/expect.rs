@@ -91,6 +91,10 @@ struct Alt {
 
 impl Alt {
     fn of(state: ResponderState, outcomes: &Outcomes, out: &mut Vec<Alt>) {
+        let at = out.len();
+        for alt in &outcomes.alternatives {
+            Alt::of(state.clone(), alt, out);
+        }
         let mut sends = Vec::new();
         let listed = outcomes
             .required
@@ -109,15 +113,16 @@ impl Alt {
                 });
             }
         }
-        out.push(Alt {
-            state: state.clone(),
-            sends,
-            viable: true,
-            cursor: 0,
-        });
-        for alt in &outcomes.alternatives {
-            Alt::of(state.clone(), alt, out);
-        }
+        // The outcome itself before its nested alternatives.
+        out.insert(
+            at,
+            Alt {
+                state,
+                sends,
+                viable: true,
+                cursor: 0,
+            },
+        );
     }
 
     fn slot(&self, r: &Resp) -> Option<usize> {
