@@ -1,7 +1,8 @@
 //! `metaroce check`, run as a user runs it: a clean capture passes, broken
 //! packets are named by frame and requirement ID, bad input exits 4, and the
 //! committed sample capture gives its broken frames' findings (23: ICRC,
-//! 24: PadCnt) and those of the packets it sends without AckReq.
+//! 24: PadCnt) and those of the packets it sends without AckReq, and the
+//! conversation judge's for its PSN gap (frames 14 and 23).
 
 mod common;
 use common::*;
@@ -172,7 +173,12 @@ fn text_output_of_the_sample_capture() {
         // The two frames broken on purpose.
         "frame 23: MR-ICRC-1 [must]",
         "frame 24: MR-PKT-4 [must] PadCnt 3 exceeds",
-        "  findings: 2 (must 2, should 0, info 0)\n",
+        // The conversation judge: the requester sends PSN 110 before 108
+        // and 109 (frame 14), and its go-back-N after the NAK of frame 15
+        // resends 108 only.
+        "frame 14: MR-PSN-3 [must] new request PSN 110, expected 108",
+        "frame 23: MR-NAK-5 [must] go-back-N after NAK 0x60 skipped",
+        "  findings: 4 (must 4, should 0, info 0)\n",
         "  frames: 24\n",
         "  RoCE frames: 24\n",
         "  undecodable frames: 1\n",

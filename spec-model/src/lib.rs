@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod finding;
+pub mod judge;
 pub mod model;
 pub mod requirements;
 pub mod validate;

@@ -2,20 +2,34 @@
 //! verify its ICRC, run the spec model's static validators
 //! ([`metaroce_spec::validate`]) and keep a running summary.
 //!
+//! With a [`ConversationConfig`] ([`Checker::with_conversation`]) each RoCE
+//! frame also goes to the conversation judge
+//! ([`metaroce_spec::judge::ConversationJudge`]), which rebuilds every RC
+//! connection and judges it with the requester and responder models; its
+//! findings name several frames, and [`Checker::finish`] reports what was
+//! required and never observed.
+//!
 //! Memory does not grow with the capture: a frame's findings are returned to
 //! the caller, and the summary holds counters only (one per requirement ID
-//! seen, at most the number of requirements).
+//! seen, at most the number of requirements); the conversation judge's memory
+//! is bounded per connection (see its module).
 
 mod report;
 
-pub use report::{finding_json, finding_text, summary_text};
+pub use report::{
+    connection_text, finding_json, finding_text, reported_json, reported_text, summary_text,
+};
 
 use crate::decode::LINKTYPE_ETHERNET;
-use metaroce_codec::{Frame, Layer, ParseOptions, icrc};
+use metaroce_codec::{Frame, IpRepr, Layer, ParseOptions, icrc};
+use metaroce_spec::judge::{
+    ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
+};
 use metaroce_spec::requirements;
 use metaroce_spec::validate::{Context, validate_decode_error, validate_frame};
 use metaroce_spec::{Finding, Severity};
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 /// Judges the frames of one capture, in order.
 #[derive(Debug)]
@@ -23,6 +37,28 @@ pub struct Checker {
     ctx: Context,
     options: ParseOptions,
     summary: Summary,
+    conversation: Option<ConversationJudge>,
+}
+
+/// A finding with the frames it concerns (the first shows it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reported {
+    /// Frames involved; a per-packet finding names one.
+    pub frames: Vec<u64>,
+    /// The finding.
+    pub finding: Finding,
+    /// Whether the conversation judge (not a per-packet validator) found it.
+    pub conversation: bool,
+}
+
+impl Reported {
+    fn of(c: ConversationFinding) -> Self {
+        Reported {
+            frames: c.frames,
+            finding: c.finding,
+            conversation: true,
+        }
+    }
 }
 
 /// Counts over the frames checked so far.
@@ -76,7 +112,90 @@ impl Checker {
             ctx,
             options,
             summary: Summary::default(),
+            conversation: None,
         }
+    }
+
+    /// A checker that also runs the conversation judge with `cfg`.
+    pub fn with_conversation(ctx: Context, cfg: ConversationConfig) -> Self {
+        let mut checker = Checker::new(ctx);
+        checker.conversation = Some(ConversationJudge::new(cfg));
+        checker
+    }
+
+    /// Judges frame `number` captured at `timestamp_ns`: the per-packet
+    /// findings, then the conversation judge's (when enabled).
+    pub fn check_frame(
+        &mut self,
+        number: u64,
+        timestamp_ns: u64,
+        linktype: u32,
+        data: &[u8],
+    ) -> Vec<Reported> {
+        let mut all: Vec<Reported> = self
+            .check(linktype, data)
+            .into_iter()
+            .map(|finding| Reported {
+                frames: vec![number],
+                finding,
+                conversation: false,
+            })
+            .collect();
+        let Some(judge) = self.conversation.as_mut() else {
+            return all;
+        };
+        if linktype != LINKTYPE_ETHERNET {
+            return all;
+        }
+        let Ok(frame) = Frame::parse(data, &self.options) else {
+            return all;
+        };
+        let (Some(ip), Some(udp), Some(pkt)) = (frame.ip, frame.udp, frame.roce) else {
+            return all;
+        };
+        let (src, dst) = match ip {
+            IpRepr::V4(v4) => (IpAddr::V4(v4.src), IpAddr::V4(v4.dst)),
+            IpRepr::V6(v6) => (IpAddr::V6(v6.src), IpAddr::V6(v6.dst)),
+        };
+        let meta = PacketMeta {
+            frame: number,
+            timestamp_ns,
+            src,
+            dst,
+            udp_src_port: udp.src_port,
+            ecn: ip.ecn(),
+            icrc_valid: !matches!(icrc::verify(&frame), icrc::IcrcStatus::Invalid { .. }),
+        };
+        let found: Vec<Reported> = judge
+            .on_packet(&meta, &pkt)
+            .into_iter()
+            .map(Reported::of)
+            .collect();
+        for r in &found {
+            self.summary.count(&r.finding);
+        }
+        all.extend(found);
+        all
+    }
+
+    /// The capture ended: the conversation judge's last findings (responses
+    /// required and never observed).
+    pub fn finish(&mut self) -> Vec<Reported> {
+        let Some(judge) = self.conversation.as_mut() else {
+            return Vec::new();
+        };
+        let found: Vec<Reported> = judge.finish().into_iter().map(Reported::of).collect();
+        for r in &found {
+            self.summary.count(&r.finding);
+        }
+        found
+    }
+
+    /// The connections the conversation judge follows (empty without it).
+    pub fn connections(&self) -> Vec<ConnectionSummary> {
+        self.conversation
+            .as_ref()
+            .map_or_else(Vec::new, ConversationJudge::connections)
     }
 
     /// Judges one captured frame and returns its findings.

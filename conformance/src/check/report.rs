@@ -1,8 +1,9 @@
 //! How `metaroce check` prints findings and its summary.
 
-use super::Summary;
+use super::{Reported, Summary};
 use core::fmt::Write;
 use metaroce_spec::Finding;
+use metaroce_spec::judge::ConnectionSummary;
 use serde_json::{Value, json};
 
 /// `frame N: MR-X-n [severity] message`.
@@ -23,6 +24,56 @@ pub fn finding_json(frame: u64, finding: &Finding) -> Value {
         "severity": finding.severity.as_str(),
         "message": finding.message,
     })
+}
+
+/// `frame N: …` for one frame, `frame N (with M, …): …` for several.
+pub fn reported_text(r: &Reported) -> String {
+    let first = r.frames.first().copied().unwrap_or(0);
+    let line = finding_text(first, &r.finding);
+    if r.frames.len() <= 1 {
+        return line;
+    }
+    let others: Vec<String> = r.frames[1..].iter().map(u64::to_string).collect();
+    let head = format!("frame {first}");
+    line.replacen(&head, &format!("{head} (with {})", others.join(", ")), 1)
+}
+
+/// A per-packet finding as [`finding_json`]; a conversation finding adds
+/// `"frames"` (all frames involved) and `"source": "conversation"`.
+pub fn reported_json(r: &Reported) -> Value {
+    let mut v = finding_json(r.frames.first().copied().unwrap_or(0), &r.finding);
+    if !r.conversation {
+        return v;
+    }
+    if let Some(map) = v.as_object_mut() {
+        map.insert("frames".into(), json!(r.frames));
+        let source = if r.conversation {
+            "conversation"
+        } else {
+            "packet"
+        };
+        map.insert("source".into(), json!(source));
+    }
+    v
+}
+
+/// One line per connection: addresses, QPNs, packets, findings.
+pub fn connection_text(c: &ConnectionSummary) -> String {
+    let requester_qpn = c
+        .requester_qpn
+        .map_or_else(|| "?".to_string(), |q| format!("{q:#08x}"));
+    let mut line = format!(
+        "{} QPN {requester_qpn} -> {} QPN {:#08x}: {} requests, {} responses, {} findings",
+        c.key.requester, c.key.responder, c.key.responder_qpn, c.requests, c.responses, c.findings
+    );
+    if c.unjudged_requests + c.unjudged_responses > 0 {
+        let _ = write!(
+            line,
+            " ({} requests, {} responses not judged)",
+            c.unjudged_requests, c.unjudged_responses
+        );
+    }
+    line
 }
 
 /// The summary that ends the text output.

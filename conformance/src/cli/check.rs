@@ -6,12 +6,21 @@
 //! when no finding is a MUST, 1 otherwise, 4 for bad input: a file that is
 //! not a capture or ends inside a record gets a one-line error naming the
 //! file and byte offset.
+//!
+//! After the per-packet validators, the conversation judge
+//! ([`metaroce_spec::judge`]) rebuilds each RC connection and judges it with
+//! the requester and responder models (`--no-conversation` turns it off); its
+//! findings name every frame involved, and the text summary ends with one
+//! line per connection.
 
 use crate::capture::CaptureReader;
-use crate::check::{Checker, finding_json, finding_text, summary_text};
+use crate::check::{
+    Checker, Reported, connection_text, reported_json, reported_text, summary_text,
+};
 use crate::exit;
 use clap::{Args, ValueEnum};
 use metaroce_spec::Profile;
+use metaroce_spec::judge::ConversationConfig;
 use metaroce_spec::validate::{Context, PMTU_VALUES};
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -38,6 +47,18 @@ pub struct CheckArgs {
     /// sender's (MR-ENC-21).
     #[arg(long)]
     pub at_sender: bool,
+    /// Do not rebuild and judge the RC conversations (per-packet checks only).
+    #[arg(long)]
+    pub no_conversation: bool,
+    /// Packets may be missing from the capture (lost between a peer and the
+    /// capture point, e.g. netem): the conversation judge takes request gaps
+    /// as loss and reports missing responses as information.
+    #[arg(long)]
+    pub lossy: bool,
+    /// The requesters' local ACK `timeout` attribute (0–31), when known: the
+    /// conversation judge then checks retransmission times (MR-TMR-1 … 4).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=31))]
+    pub timeout: Option<u8>,
 }
 
 /// Output formats of `check`.
@@ -69,7 +90,19 @@ pub fn run(args: &CheckArgs) -> u8 {
         at_sender: args.at_sender,
         ..Context::default()
     };
-    let mut checker = Checker::new(ctx);
+    let mut checker = if args.no_conversation {
+        Checker::new(ctx)
+    } else {
+        Checker::with_conversation(
+            ctx,
+            ConversationConfig {
+                pmtu: args.pmtu,
+                timeout: args.timeout,
+                lossy: args.lossy,
+                ..ConversationConfig::default()
+            },
+        )
+    };
     let mut reader = match CaptureReader::open(&args.file) {
         Ok(reader) => reader,
         Err(e) => return super::bad_input("check", &args.file, &e),
@@ -85,21 +118,31 @@ pub fn run(args: &CheckArgs) -> u8 {
                 return super::bad_input("check", &args.file, &e);
             }
         };
-        for finding in checker.check(frame.linktype, frame.data) {
-            let written = match args.format {
-                Format::Text => writeln!(out, "{}", finding_text(frame.number, &finding)),
-                Format::Jsonl => writeln!(out, "{}", finding_json(frame.number, &finding)),
-            };
-            if let Err(e) = written {
-                return super::output_error("check", &e);
-            }
+        let found =
+            checker.check_frame(frame.number, frame.timestamp_ns, frame.linktype, frame.data);
+        if let Err(e) = print(&mut out, args.format, &found) {
+            return super::output_error("check", &e);
         }
+    }
+    let last = checker.finish();
+    if let Err(e) = print(&mut out, args.format, &last) {
+        return super::output_error("check", &e);
     }
     let summary = checker.summary();
     if args.format == Format::Text {
         let separator = if summary.findings() > 0 { "\n" } else { "" };
         if let Err(e) = write!(out, "{separator}{}", summary_text(summary)) {
             return super::output_error("check", &e);
+        }
+        let conns = checker.connections();
+        if !conns.is_empty() {
+            let mut text = String::from("  connections:\n");
+            for c in &conns {
+                text.push_str(&format!("    {}\n", connection_text(c)));
+            }
+            if let Err(e) = write!(out, "{text}") {
+                return super::output_error("check", &e);
+            }
         }
     }
     if let Err(e) = out.flush() {
@@ -110,4 +153,14 @@ pub fn run(args: &CheckArgs) -> u8 {
     } else {
         exit::OK
     }
+}
+
+fn print(out: &mut impl Write, format: Format, found: &[Reported]) -> io::Result<()> {
+    for r in found {
+        match format {
+            Format::Text => writeln!(out, "{}", reported_text(r))?,
+            Format::Jsonl => writeln!(out, "{}", reported_json(r))?,
+        }
+    }
+    Ok(())
 }

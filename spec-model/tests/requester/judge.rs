@@ -321,3 +321,70 @@ fn mr_ud_1_and_mr_uc_1() {
     assert_eq!(feed(&mut j, &pkts), vec![]);
     assert_eq!(ids(&feed(&mut j, &pkts[1..])), vec!["MR-UC-1"]);
 }
+
+/// A response with an AETH (ACK syndrome 0x1F, or `syndrome`).
+fn answered(opcode: Opcode, psn: u32, syndrome: u8) -> Owned {
+    let mut r = bare(opcode, psn);
+    r.ext.aeth = Some(metaroce_codec::ext::AethRepr {
+        syndrome: metaroce_codec::ext::Syndrome(syndrome),
+        msn: metaroce_codec::Msn::new(1),
+    });
+    r
+}
+
+#[test]
+fn read_gap_then_re_request_mr_read_7_mr_req_4_not_mr_req_6() {
+    // A READ of 3000 B (PSNs 0–2) and a SEND (PSN 3). READ Response First
+    // arrives, the Middle is lost; the Last is dropped by the requester
+    // ("MR-READ-7") and the ACK of the SEND acknowledges nothing of the READ
+    // ("MR-REQ-4"): re-requesting from PSN 1 is no retransmission of an
+    // acknowledged PSN (MR-REQ-6), as rxe does in read_bw_loss10_both.
+    let mut j = judge(Some(1024));
+    let mut rd = bare(Opcode::RC_READ_REQUEST, 0);
+    rd.bth.ack_req = true;
+    rd.ext.reth = Some(metaroce_codec::ext::RethRepr {
+        va: 0x1000,
+        rkey: 7,
+        dma_len: 3000,
+    });
+    let mut send = bare(Opcode::RC_SEND_ONLY, 3);
+    send.bth.ack_req = true;
+    send.payload = vec![0; 8];
+    assert_eq!(feed(&mut j, &[rd.clone(), send]), vec![]);
+    j.on_response(
+        &answered(Opcode::RC_READ_RESPONSE_FIRST, 0, 0x1F).pkt(),
+        None,
+    );
+    j.on_response(
+        &answered(Opcode::RC_READ_RESPONSE_LAST, 2, 0x1F).pkt(),
+        None,
+    );
+    j.on_response(&answered(Opcode::RC_ACK, 3, 0x1F).pkt(), None);
+    let mut again = rd;
+    again.bth.psn = Psn::new(1);
+    again.ext.reth = Some(metaroce_codec::ext::RethRepr {
+        va: 0x1400,
+        rkey: 7,
+        dma_len: 1976,
+    });
+    assert_eq!(ids(&feed(&mut j, &[again])), Vec::<&str>::new());
+}
+
+#[test]
+fn lossy_stream_gap_mr_psn_3_not_reported() {
+    // With `lossy`, a PSN gap is loss before the capture point, not MR-PSN-3.
+    let pkts = sends(3);
+    let mut strict = judge(None);
+    assert_eq!(
+        ids(&feed(&mut strict, &[pkts[0].clone(), pkts[2].clone()])),
+        vec!["MR-PSN-3"]
+    );
+    let mut lossy = RequestStreamJudge::new(JudgeConfig {
+        lossy: true,
+        ..JudgeConfig::default()
+    });
+    assert_eq!(
+        feed(&mut lossy, &[pkts[0].clone(), pkts[2].clone()]),
+        vec![]
+    );
+}

@@ -39,6 +39,12 @@ pub struct JudgeConfig {
     /// The requester's `timeout` attribute, if known (timing checks need it
     /// and timestamps).
     pub timeout: Option<u8>,
+    /// Packets may be missing from the capture (lost between the requester
+    /// and the capture point, as with netem or a lossy link): a PSN gap is
+    /// taken as lost packets rather than skipped PSNs (MR-PSN-3 and the
+    /// message checks restart after it), and a retransmission that leaves a
+    /// PSN out is not judged (it may have been lost again).
+    pub lossy: bool,
 }
 
 /// The first transmission of a request packet, kept until acknowledged.
@@ -176,9 +182,14 @@ impl RequestStreamJudge {
             return f;
         };
         if psn.distance(next) < HALF_SPACE {
-            self.check_reservation(psn, next, &mut f);
+            let lost = self.config.lossy && psn != next && self.read_unsized.is_none();
+            if lost {
+                self.msg = None; // packets were lost: join again as at the start
+            } else {
+                self.check_reservation(psn, next, &mut f);
+            }
             self.end_retransmission(psn, &mut f);
-            self.on_new(pkt, now_ns, false, &mut f);
+            self.on_new(pkt, now_ns, lost, &mut f);
         } else if self.config.qp_type == QpType::Uc {
             f.push(Finding::new(
                 "MR-UC-1",
@@ -210,10 +221,28 @@ impl RequestStreamJudge {
             let len = pkt.payload.len() as u32;
             self.pmtu.narrow(|p| p == len);
         }
+        // Only READ responses acknowledge the PSNs of a READ, in order.
+        let read_response = matches!(op.0, 0x0D..=0x10);
+        let awaited_read = self.acked.filter(|a| {
+            self.holding(a.add(1))
+                .is_some_and(|(_, s)| s.opcode == Opcode::RC_READ_REQUEST)
+        });
+        if let Some(a) = awaited_read
+            && read_response
+            && psn.is_after(a.add(1))
+        {
+            return; // "MR-READ-7": later than the next expected response, dropped
+        }
+        // "MR-REQ-4": an ACK or NAK beyond a READ whose responses are missing
+        // does not acknowledge them; the READ is retried from the first missing one.
+        let upto = |p: Psn| match awaited_read {
+            Some(a) if !read_response => a,
+            _ => p,
+        };
         match pkt.ext.aeth.map(|a| a.syndrome.kind()) {
-            None | Some(SyndromeKind::Ack { .. }) => self.set_acked(psn, now_ns),
+            None | Some(SyndromeKind::Ack { .. }) => self.set_acked(upto(psn), now_ns),
             Some(SyndromeKind::Nak { code: 0 }) => {
-                self.set_acked(psn.sub(1), now_ns);
+                self.set_acked(upto(psn.sub(1)), now_ns);
                 let in_progress = self.retx.is_some_and(|r| r.cause == Cause::SeqNak(psn));
                 if in_progress {
                     self.repeated_nak = Some(psn);
@@ -222,7 +251,7 @@ impl RequestStreamJudge {
                 }
             }
             Some(SyndromeKind::RnrNak { timer }) => {
-                self.set_acked(psn.sub(1), now_ns);
+                self.set_acked(upto(psn.sub(1)), now_ns);
                 self.rnr = Some((psn, now_ns, rnr_wait_ns(timer)));
             }
             Some(SyndromeKind::Nak { .. }) => self.errored = true,

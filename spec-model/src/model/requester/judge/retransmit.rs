@@ -2,9 +2,10 @@
 //! must resend, what it must carry and when it may happen (SPEC.md §6.8,
 //! §6.11, §6.13, §6.14).
 
-use super::{Cause, RequestStreamJudge, Retx};
+use super::{Cause, RequestStreamJudge, Retx, Sent};
 use crate::Finding;
 use crate::model::requester::psn::HALF_SPACE;
+use crate::model::requester::psn::packet_count;
 use crate::model::requester::timer::local_ack_timeout_ns;
 use metaroce_codec::{Opcode, Psn, RocePacket};
 
@@ -51,7 +52,10 @@ impl RequestStreamJudge {
             // "MR-NAK-5": resume at the NAK PSN ("MR-REQ-4": or at an earlier
             // READ or atomic whose responses were lost).
             let earlier_rdma = nak.is_after(psn) && self.is_rdma_request(psn);
-            if psn != nak && !earlier_rdma {
+            // With loss before the capture point, the packets from the NAK
+            // PSN on may have been resent and lost again.
+            let maybe_lost = self.config.lossy && psn.is_after(nak);
+            if psn != nak && !earlier_rdma && !maybe_lost {
                 f.push(Finding::new(
                     "MR-NAK-5",
                     format!("go-back-N after NAK 0x60 PSN {nak} resumes at PSN {psn}"),
@@ -165,7 +169,13 @@ impl RequestStreamJudge {
         let psn = pkt.bth.psn;
         let pmtu = self.pmtu.single();
         let Some((first, orig)) = self.holding(psn).map(|(k, s)| (k, s.clone())) else {
-            return 1; // sent before the judge started listening, or acknowledged
+            // Sent before the judge started listening, or acknowledged; or,
+            // when packets may be missing, its first transmission was lost:
+            // this is the first the judge sees of it.
+            if self.config.lossy && self.acked.is_none_or(|a| psn.is_after(a)) {
+                return self.record_first_seen(pkt, now_ns);
+            }
+            return 1;
         };
         let offset = psn.distance(first);
         let mut expected_ext = orig.ext;
@@ -218,6 +228,9 @@ impl RequestStreamJudge {
     /// Reports the PSNs from the retransmission cursor to `upto` that were
     /// neither resent nor acknowledged.
     pub(super) fn report_skip(&self, retx: Retx, upto: Psn, at: Psn, f: &mut Vec<Finding>) {
+        if self.config.lossy {
+            return; // the PSNs may have been resent and lost again
+        }
         let from = match self.acked {
             Some(a) if a.add(1).is_after(retx.cursor) => a.add(1),
             _ => retx.cursor,
@@ -237,6 +250,29 @@ impl RequestStreamJudge {
                 upto.sub(1)
             ),
         ));
+    }
+
+    /// Keeps a packet whose first transmission the capture lost; returns
+    /// the PSNs it occupies.
+    fn record_first_seen(&mut self, pkt: &RocePacket<'_>, now_ns: Option<u64>) -> u32 {
+        let span = match (pkt.bth.opcode, pkt.ext.reth, self.pmtu.single()) {
+            (Opcode::RC_READ_REQUEST, Some(reth), Some(p)) => {
+                packet_count(u64::from(reth.dma_len), p)
+            }
+            _ => 1,
+        };
+        self.sent.insert(
+            pkt.bth.psn.value(),
+            Sent {
+                opcode: pkt.bth.opcode,
+                se: pkt.bth.se,
+                ext: pkt.ext,
+                payload: pkt.payload.to_vec(),
+                span,
+                last_tx_ns: now_ns,
+            },
+        );
+        span
     }
 
     fn is_rdma_request(&self, psn: Psn) -> bool {

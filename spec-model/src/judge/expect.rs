@@ -1,0 +1,590 @@
+//! The responder side of one connection: the responder model fed with every
+//! request, a queue of the responses it expects (required, optional, and the
+//! alternative branches that unknown state allows), and the matching of the
+//! observed responses against that queue.
+//!
+//! Matching rules:
+//!
+//! - Responses answer requests in request order (MR-READ-4, MR-ACK-3), but
+//!   come back late: the requester pipelines. An observed response is given to
+//!   the oldest queued request one of whose branches still lacks a response
+//!   it fits.
+//! - When a response goes to a later request, every older request is retired:
+//!   a required response of it that was not observed is a finding, except an
+//!   Acknowledge that a later acknowledgement covers (MR-ACK-1: "that packet's
+//!   PSN or later"; an ACK may cover several requests).
+//! - Unknown state (receive queue, access, memory, resources) gives several
+//!   branches; the one whose responses are observed is taken, and the
+//!   requests after it are judged again from its state (they are kept for
+//!   that). The first AETH seen teaches the MSN the same way.
+//! - Responses to requests before the first one observed are not judged.
+//!
+//! Bounds: at most [`MAX_PENDING`] queued requests per connection; when more
+//! arrive with no response, the oldest is retired early, its Acknowledge
+//! obligations kept (PSN, frame, requirements only) in a list of at most
+//! [`MAX_LOOSE`] entries until a later acknowledgement covers them.
+
+use super::ConversationFinding;
+use super::response::{Mismatch, Resp, blame, describe_spec, is_plain_ack};
+use crate::Finding;
+use crate::model::responder::{Branch, ResponderState};
+use crate::model::{Effect, Outcomes, PacketSpec};
+use metaroce_codec::{BthRepr, ExtHeaders, Msn, Psn, RocePacket};
+use std::collections::VecDeque;
+
+/// Most requests queued per connection while their responses are awaited.
+pub const MAX_PENDING: usize = 512;
+
+/// Most Acknowledge obligations kept per connection for requests retired
+/// early (beyond [`MAX_PENDING`]); older ones are forgotten unjudged.
+pub const MAX_LOOSE: usize = 1024;
+
+/// A request kept for judging again: headers and the payload length (the
+/// payload's bytes do not matter to a responder whose memory is unknown).
+#[derive(Clone, Debug)]
+struct Stored {
+    frame: u64,
+    timestamp_ns: u64,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload_len: usize,
+}
+
+impl Stored {
+    fn branches(&self, st: &ResponderState) -> Vec<Branch> {
+        let zeros = vec![0u8; self.payload_len];
+        let pkt = RocePacket {
+            bth: self.bth,
+            ext: self.ext,
+            payload: &zeros,
+            pad: &[],
+            icrc: [0; 4],
+        };
+        st.branches(&pkt)
+    }
+}
+
+/// One response a branch expects.
+#[derive(Clone, Debug)]
+struct Expect {
+    spec: PacketSpec,
+    reqs: &'static [&'static str],
+    required: bool,
+    /// Frame of the response observed for it.
+    got: Option<u64>,
+    /// A later acknowledgement covers it (plain ACKs only).
+    covered: bool,
+    /// Already reported missing (a later response of the same request showed it skipped).
+    reported: bool,
+}
+
+/// One branch of a request's outcome.
+#[derive(Clone, Debug)]
+struct Alt {
+    state: ResponderState,
+    sends: Vec<Expect>,
+    /// Every response given to the request fits this branch.
+    viable: bool,
+    /// Where to look first for the next response.
+    cursor: usize,
+}
+
+impl Alt {
+    fn of(state: ResponderState, outcomes: &Outcomes, out: &mut Vec<Alt>) {
+        let at = out.len();
+        for alt in &outcomes.alternatives {
+            Alt::of(state.clone(), alt, out);
+        }
+        let mut sends = Vec::new();
+        let listed = outcomes
+            .required
+            .iter()
+            .map(|c| (c, true))
+            .chain(outcomes.optional.iter().map(|c| (c, false)));
+        for (cited, required) in listed {
+            if let Effect::Send(spec) = &cited.value {
+                sends.push(Expect {
+                    spec: spec.clone(),
+                    reqs: cited.reqs,
+                    required,
+                    got: None,
+                    covered: false,
+                    reported: false,
+                });
+            }
+        }
+        // The outcome itself before its nested alternatives.
+        out.insert(
+            at,
+            Alt {
+                state,
+                sends,
+                viable: true,
+                cursor: 0,
+            },
+        );
+    }
+
+    fn slot(&self, r: &Resp) -> Option<usize> {
+        let n = self.sends.len();
+        (0..n)
+            .map(|i| (self.cursor + i) % n)
+            .find(|&i| self.sends[i].got.is_none() && r.mismatch(&self.sends[i].spec).is_none())
+    }
+
+    fn missing(&self) -> usize {
+        self.sends
+            .iter()
+            .filter(|e| e.required && e.got.is_none() && !e.covered)
+            .count()
+    }
+}
+
+/// A queued request with its branches and the responses given to it.
+#[derive(Clone, Debug)]
+struct Entry {
+    req: Stored,
+    alts: Vec<Alt>,
+    chosen: usize,
+    observed: Vec<Resp>,
+}
+
+impl Entry {
+    fn new(req: Stored, branches: Vec<Branch>) -> Self {
+        let mut alts = Vec::new();
+        for b in branches {
+            Alt::of(b.state, &b.outcomes, &mut alts);
+        }
+        let mut e = Entry {
+            req,
+            alts,
+            chosen: 0,
+            observed: Vec::new(),
+        };
+        e.chosen = e.best();
+        e
+    }
+
+    /// The viable branch with the fewest required responses missing (the
+    /// first such).
+    fn best(&self) -> usize {
+        self.alts
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.viable)
+            .min_by_key(|(i, a)| (a.missing(), *i))
+            .map_or(self.chosen, |(i, _)| i)
+    }
+
+    fn fits(&self, r: &Resp) -> bool {
+        self.alts.iter().any(|a| a.viable && a.slot(r).is_some())
+    }
+
+    /// Gives `r` to this request; returns whether the chosen branch changed.
+    fn attribute(&mut self, r: Resp) -> bool {
+        for a in &mut self.alts {
+            if !a.viable {
+                continue;
+            }
+            match a.slot(&r) {
+                Some(i) => {
+                    a.sends[i].got = Some(r.frame);
+                    a.cursor = i + 1;
+                }
+                None => a.viable = false,
+            }
+        }
+        self.observed.push(r);
+        let before = self.chosen;
+        self.chosen = self.best();
+        before != self.chosen
+    }
+
+    /// The required responses of the chosen branch listed before the one
+    /// the response in `frame` answered and not observed: skipped. Marked
+    /// reported, and returned with their requirements.
+    fn skipped_before(&mut self, frame: u64) -> Vec<(PacketSpec, &'static [&'static str])> {
+        let alt = &mut self.alts[self.chosen];
+        let Some(at) = alt.sends.iter().position(|x| x.got == Some(frame)) else {
+            return Vec::new();
+        };
+        let mut skipped = Vec::new();
+        for x in alt.sends[..at].iter_mut() {
+            if x.required && x.got.is_none() && !x.covered && !x.reported && !is_plain_ack(&x.spec)
+            {
+                x.reported = true;
+                skipped.push((x.spec.clone(), x.reqs));
+            }
+        }
+        skipped
+    }
+
+    fn state(&self) -> &ResponderState {
+        &self.alts[self.chosen].state
+    }
+}
+
+/// An Acknowledge obligation of a request retired early.
+#[derive(Clone, Copy, Debug)]
+struct Loose {
+    psn: Psn,
+    frame: u64,
+    reqs: &'static [&'static str],
+}
+
+/// The responder side of one connection.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ResponderSide {
+    /// The model's state after every queued request (None until the first
+    /// request the model could start from).
+    state: Option<ResponderState>,
+    pending: VecDeque<Entry>,
+    loose: VecDeque<Loose>,
+    /// PSN of the first request judged: responses before it are not judged.
+    first: Option<Psn>,
+    /// Requests seen before the model could start (PMTU unknown).
+    pub skipped_requests: u64,
+    /// Responses not judged (before the first request judged).
+    pub unjudged_responses: u64,
+    /// Acknowledge obligations forgotten when [`MAX_LOOSE`] overflowed.
+    pub forgotten: u64,
+    /// Responses may be lost before the capture point: a missing one is
+    /// information, not a finding.
+    lossy: bool,
+}
+
+/// Findings of the responder side, with the frames they concern.
+type Out = Vec<ConversationFinding>;
+
+fn finding(id: &'static str, frames: Vec<u64>, message: String) -> ConversationFinding {
+    ConversationFinding {
+        finding: Finding::new(id, message),
+        frames,
+    }
+}
+
+/// A required response that was not observed: a finding, or information
+/// when the capture may have lost it.
+fn missing(
+    lossy: bool,
+    id: &'static str,
+    frames: Vec<u64>,
+    message: String,
+) -> ConversationFinding {
+    if !lossy {
+        return finding(id, frames, message);
+    }
+    ConversationFinding {
+        finding: Finding::info(id, format!("{message} (lost before the capture point?)")),
+        frames,
+    }
+}
+
+/// The requirement a missing response breaks, among those it cites.
+fn missing_id(reqs: &'static [&'static str]) -> &'static str {
+    [
+        "MR-ACK-1",
+        "MR-DUP-2",
+        "MR-READ-2",
+        "MR-ATOM-4",
+        "MR-NAK-1",
+        "MR-NAK-3",
+    ]
+    .iter()
+    .find_map(|p| reqs.iter().find(|r| *r == p).copied())
+    .or_else(|| reqs.first().copied())
+    .unwrap_or("MR-ACK-1")
+}
+
+impl ResponderSide {
+    /// A side that has seen nothing (`lossy`: see [`super::ConversationConfig::lossy`]).
+    pub fn new(lossy: bool) -> Self {
+        ResponderSide {
+            lossy,
+            ..ResponderSide::default()
+        }
+    }
+
+    /// A request arrives. `start` builds the learned state when the model has
+    /// not started (None: it cannot start yet).
+    pub fn on_request(
+        &mut self,
+        (frame, timestamp_ns): (u64, u64),
+        pkt: &RocePacket<'_>,
+        start: impl FnOnce() -> Option<ResponderState>,
+        out: &mut Out,
+    ) {
+        if self.state.is_none() {
+            self.state = start();
+            self.first = self.state.as_ref().map(|_| pkt.bth.psn);
+        }
+        let Some(st) = self.state.as_ref() else {
+            self.skipped_requests += 1;
+            return;
+        };
+        let entry = Entry::new(
+            Stored {
+                frame,
+                timestamp_ns,
+                bth: pkt.bth,
+                ext: pkt.ext,
+                payload_len: pkt.payload.len(),
+            },
+            st.branches(pkt),
+        );
+        self.state = Some(entry.state().clone());
+        self.pending.push_back(entry);
+        if self.pending.len() > MAX_PENDING
+            && let Some(old) = self.pending.pop_front()
+        {
+            self.retire(old, None, true, out);
+        }
+    }
+
+    /// A response of this connection's responder is observed.
+    pub fn on_response(&mut self, r: Resp, out: &mut Out) {
+        let before_start = self.first.is_none_or(|f| r.psn.is_before(f));
+        if self.state.is_none() || before_start {
+            self.unjudged_responses += 1;
+            return;
+        }
+        if r.acknowledges() {
+            self.cover(r.psn);
+        }
+        let Some(i) = self.pending.iter().position(|e| e.fits(&r)) else {
+            self.unexpected(&r, out);
+            return;
+        };
+        for _ in 0..i {
+            if let Some(old) = self.pending.pop_front() {
+                self.retire(old, Some(r.frame), false, out);
+            }
+        }
+        let Some(head) = self.pending.front_mut() else {
+            return;
+        };
+        let mut changed = head.attribute(r);
+        let skipped = head.skipped_before(r.frame);
+        let req_frame = head.req.frame;
+        let (opcode, psn) = (head.req.bth.opcode, head.req.bth.psn);
+        for (spec, reqs) in skipped {
+            out.push(missing(
+                self.lossy,
+                missing_id(reqs),
+                vec![req_frame, r.frame],
+                format!(
+                    "{opcode} (PSN {psn}) needs {}; none was observed before the response in frame {}",
+                    describe_spec(&spec),
+                    r.frame
+                ),
+            ));
+        }
+        let Some(head) = self.pending.front_mut() else {
+            return;
+        };
+        if let Some(m) = r.msn
+            && !head.state().msn.is_known()
+        {
+            learn(head, m);
+            changed = true;
+        }
+        if changed {
+            self.rebase(0);
+        }
+    }
+
+    /// The capture ended at `end_ns`: every queued request is retired, but
+    /// a request less than `grace_ns` before the end may still be answered
+    /// after it, so its missing responses are not judged.
+    pub fn finish(&mut self, end_ns: u64, grace_ns: u64, out: &mut Out) {
+        while let Some(mut old) = self.pending.pop_front() {
+            if end_ns.saturating_sub(old.req.timestamp_ns) < grace_ns {
+                let chosen = old.chosen;
+                for x in &mut old.alts[chosen].sends {
+                    x.reported = true; // "MR-ACK-1": its deadline is after the end
+                }
+            }
+            self.retire(old, None, false, out);
+        }
+        for l in self.loose.drain(..) {
+            out.push(missing(
+                self.lossy,
+                missing_id(l.reqs),
+                vec![l.frame],
+                format!(
+                    "no acknowledgement of PSN {} or later was observed for the request in frame {}",
+                    l.psn, l.frame
+                ),
+            ));
+        }
+    }
+
+    /// Queued requests (for the summary and the memory bound).
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// An acknowledgement of `psn` covers the plain-ACK obligations up to it.
+    fn cover(&mut self, psn: Psn) {
+        for e in &mut self.pending {
+            for a in &mut e.alts {
+                for x in &mut a.sends {
+                    if x.required
+                        && x.got.is_none()
+                        && is_plain_ack(&x.spec)
+                        && let crate::model::Field::Exact(p) = x.spec.psn
+                        && !psn.is_before(p)
+                    {
+                        x.covered = true;
+                    }
+                }
+            }
+        }
+        self.loose.retain(|l| psn.is_before(l.psn));
+    }
+
+    /// Judges the queued requests from `idx + 1` on again from the state
+    /// after request `idx`'s chosen branch.
+    fn rebase(&mut self, idx: usize) {
+        let Some(mut st) = self.pending.get(idx).map(|e| e.state().clone()) else {
+            return;
+        };
+        for e in self.pending.iter_mut().skip(idx + 1) {
+            let observed = std::mem::take(&mut e.observed);
+            let mut fresh = Entry::new(e.req.clone(), e.req.branches(&st));
+            for r in observed {
+                fresh.attribute(r);
+            }
+            *e = fresh;
+            st = e.state().clone();
+        }
+        self.state = Some(st);
+    }
+
+    /// A queued request leaves the queue: its missing required responses are
+    /// findings (`by`: the later response that shows they were skipped).
+    fn retire(&mut self, e: Entry, by: Option<u64>, early: bool, out: &mut Out) {
+        let alt = &e.alts[e.best()];
+        for x in alt
+            .sends
+            .iter()
+            .filter(|x| x.required && x.got.is_none() && !x.covered && !x.reported)
+        {
+            if is_plain_ack(&x.spec)
+                && early
+                && let crate::model::Field::Exact(psn) = x.spec.psn
+            {
+                if self.loose.len() >= MAX_LOOSE {
+                    self.loose.pop_front();
+                    self.forgotten += 1;
+                }
+                self.loose.push_back(Loose {
+                    psn,
+                    frame: e.req.frame,
+                    reqs: x.reqs,
+                });
+                continue;
+            }
+            let mut frames = vec![e.req.frame];
+            let when = match by {
+                Some(f) => {
+                    frames.push(f);
+                    format!(" before the response in frame {f}")
+                }
+                None if early => format!(" within {MAX_PENDING} later requests"),
+                None => " by the end of the capture".to_string(),
+            };
+            out.push(missing(
+                self.lossy,
+                missing_id(x.reqs),
+                frames,
+                format!(
+                    "{} (PSN {}) needs {}; none was observed{when}",
+                    e.req.bth.opcode,
+                    e.req.bth.psn,
+                    describe_spec(&x.spec)
+                ),
+            ));
+        }
+    }
+
+    /// A response that fits no queued request.
+    fn unexpected(&mut self, r: &Resp, out: &mut Out) {
+        if let Some(st) = self.state.as_ref() {
+            let last = st.epsn.sub(1);
+            if r.acknowledges() && r.psn.is_after(last) {
+                out.push(finding(
+                    "MR-ACK-4",
+                    vec![r.frame],
+                    format!(
+                        "{} acknowledges a PSN not executed (last executed PSN {last})",
+                        r.describe()
+                    ),
+                ));
+                return;
+            }
+        }
+        // The nearest expectation: an unanswered response with the same PSN
+        // and opcode, else the same PSN, else the same opcode, else the first
+        // required one of a chosen branch.
+        let score = |chosen: bool, x: &Expect| -> u8 {
+            let psn = x.spec.psn.allows(&r.psn);
+            let op = x.spec.opcode.allows(&r.opcode);
+            match (psn, op) {
+                (true, true) => 4,
+                (true, false) => 3,
+                (false, true) => 2,
+                _ if chosen && x.required => 1,
+                _ => 0,
+            }
+        };
+        let mut best: Option<(u8, &Entry, &Expect)> = None;
+        for e in &self.pending {
+            for (i, alt) in e.alts.iter().enumerate() {
+                for x in alt.sends.iter().filter(|x| x.got.is_none()) {
+                    let sc = score(i == e.chosen, x);
+                    if sc > 0 && best.is_none_or(|(b, _, _)| sc > b) {
+                        best = Some((sc, e, x));
+                    }
+                }
+            }
+        }
+        let near = best.map(|(_, e, x)| (e, x));
+        if let Some((e, x)) = near {
+            let field = r.mismatch(&x.spec).unwrap_or(Mismatch::Opcode);
+            out.push(finding(
+                blame(x.reqs, field),
+                vec![r.frame, e.req.frame],
+                format!(
+                    "{} fits no expected response; the request in frame {} expects {} ({:?} differs; cites {})",
+                    r.describe(),
+                    e.req.frame,
+                    describe_spec(&x.spec),
+                    field,
+                    x.reqs.join(", ")
+                ),
+            ));
+            return;
+        }
+        let Some(st) = self.state.as_ref() else {
+            return;
+        };
+        out.push(finding(
+            "MR-ACK-3",
+            vec![r.frame],
+            format!(
+                "{} answers no request (expected PSN {}, last executed {})",
+                r.describe(),
+                st.epsn,
+                st.epsn.sub(1)
+            ),
+        ));
+    }
+}
+
+/// Teaches every branch of `e` the MSN `m` its response carried.
+fn learn(e: &mut Entry, m: Msn) {
+    for a in &mut e.alts {
+        a.state = a.state.learn_msn(m);
+    }
+}

@@ -1,0 +1,375 @@
+//! Unit tests of the conversation judge: pipelining, ACK coalescing,
+//! skipped and unexpected responses, MSN learning, branch choice, pairing,
+//! mid-conversation starts, bounds and hostile input.
+
+use super::*;
+use metaroce_codec::ext::{AethRepr, ExtHeaders, RethRepr, Syndrome};
+use metaroce_codec::{BthRepr, Msn, Opcode, Psn};
+use std::net::Ipv4Addr;
+
+const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+
+/// A packet that owns its payload, with where it travels.
+struct Pkt {
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: Vec<u8>,
+    src: IpAddr,
+    dst: IpAddr,
+}
+
+fn request(opcode: Opcode, psn: u32, len: usize, ack_req: bool) -> Pkt {
+    Pkt {
+        bth: BthRepr {
+            opcode,
+            pkey: 0xFFFF,
+            dest_qp: 0x12,
+            psn: Psn::new(psn),
+            ack_req,
+            ..BthRepr::default()
+        },
+        ext: ExtHeaders::default(),
+        payload: vec![0; len],
+        src: A,
+        dst: B,
+    }
+}
+
+fn read(psn: u32, len: u32) -> Pkt {
+    let mut p = request(Opcode::RC_READ_REQUEST, psn, 0, true);
+    p.ext.reth = Some(RethRepr {
+        va: 0x1000,
+        rkey: 7,
+        dma_len: len,
+    });
+    p
+}
+
+fn response(opcode: Opcode, psn: u32, syndrome: Option<u8>, msn: u32, len: usize) -> Pkt {
+    let mut ext = ExtHeaders::default();
+    if let Some(s) = syndrome {
+        ext.aeth = Some(AethRepr {
+            syndrome: Syndrome(s),
+            msn: Msn::new(msn),
+        });
+    }
+    Pkt {
+        bth: BthRepr {
+            opcode,
+            pkey: 0xFFFF,
+            dest_qp: 0x11,
+            psn: Psn::new(psn),
+            ..BthRepr::default()
+        },
+        ext,
+        payload: vec![0; len],
+        src: B,
+        dst: A,
+    }
+}
+
+fn ack(psn: u32, msn: u32) -> Pkt {
+    response(Opcode::RC_ACK, psn, Some(0x1F), msn, 0)
+}
+
+fn run_with(
+    cfg: ConversationConfig,
+    pkts: &[Pkt],
+) -> (ConversationJudge, Vec<ConversationFinding>) {
+    let mut j = ConversationJudge::new(cfg);
+    let mut all = Vec::new();
+    for (i, p) in pkts.iter().enumerate() {
+        let meta = PacketMeta {
+            frame: i as u64 + 1,
+            timestamp_ns: 1_000_000 * i as u64,
+            src: p.src,
+            dst: p.dst,
+            udp_src_port: 0xC000,
+            ecn: 0,
+            icrc_valid: true,
+        };
+        let pkt = RocePacket {
+            bth: p.bth,
+            ext: p.ext,
+            payload: &p.payload,
+            pad: &[],
+            icrc: [0; 4],
+        };
+        all.extend(j.on_packet(&meta, &pkt));
+    }
+    all.extend(j.finish());
+    (j, all)
+}
+
+fn run(pkts: &[Pkt]) -> Vec<ConversationFinding> {
+    let cfg = ConversationConfig {
+        pmtu: Some(1024),
+        ..ConversationConfig::default()
+    };
+    run_with(cfg, pkts).1
+}
+
+fn lossy() -> ConversationConfig {
+    ConversationConfig {
+        pmtu: Some(1024),
+        lossy: true,
+        ..ConversationConfig::default()
+    }
+}
+
+fn ids(f: &[ConversationFinding]) -> Vec<(&'static str, u64)> {
+    f.iter().map(|c| (c.finding.id, c.frames[0])).collect()
+}
+
+fn sends(from: u32, n: u32) -> Vec<Pkt> {
+    (0..n)
+        .map(|i| request(Opcode::RC_SEND_ONLY, from + i, 8, true))
+        .collect()
+}
+
+#[test]
+fn pipelined_acks_in_order_conform() {
+    // "MR-ACK-1", "MR-ACK-2", "MR-MSN-2": three SENDs, then their ACKs.
+    let mut p = sends(100, 3);
+    p.extend([ack(100, 5), ack(101, 6), ack(102, 7)]);
+    assert_eq!(ids(&run(&p)), vec![]);
+}
+
+#[test]
+fn one_ack_may_cover_several_requests() {
+    // "MR-ACK-1": an ACK of a later PSN covers the earlier AckReq packets.
+    let mut p = sends(100, 3);
+    p.push(ack(102, 7));
+    assert_eq!(ids(&run(&p)), vec![]);
+}
+
+#[test]
+fn missing_ack_at_the_end_is_a_finding() {
+    // "MR-ACK-1": the last SEND is never acknowledged.
+    let mut p = sends(100, 2);
+    p.push(ack(100, 1));
+    assert_eq!(ids(&run(&p)), vec![("MR-ACK-1", 2)]);
+}
+
+#[test]
+fn wrong_msn_after_it_was_learnt() {
+    // "MR-MSN-2": the first ACK teaches MSN 5; the next must carry 6.
+    let mut p = sends(100, 2);
+    p.extend([ack(100, 5), ack(101, 9)]);
+    let f = run(&p);
+    // The wrong ACK still acknowledges PSN 101 ("MR-ACK-1" is met).
+    assert_eq!(ids(&f), vec![("MR-MSN-2", 4)]);
+    assert_eq!(f[0].frames, vec![4, 2]);
+}
+
+#[test]
+fn ack_of_a_psn_not_executed() {
+    // "MR-ACK-4": PSN 105 was never received.
+    let mut p = sends(100, 1);
+    p.extend([ack(100, 1), ack(105, 2)]);
+    assert_eq!(ids(&run(&p)), vec![("MR-ACK-4", 3)]);
+}
+
+#[test]
+fn skipped_read_response_is_reported_when_the_next_one_shows_it() {
+    // "MR-READ-2": First, then Last: the Middle was skipped.
+    let p = [
+        read(10, 3000),
+        response(Opcode::RC_READ_RESPONSE_FIRST, 10, Some(0x1F), 1, 1024),
+        response(Opcode::RC_READ_RESPONSE_LAST, 12, Some(0x1F), 1, 952),
+    ];
+    let f = run(&p);
+    assert_eq!(ids(&f), vec![("MR-READ-2", 1)]);
+    assert_eq!(f[0].frames, vec![1, 3]);
+}
+
+#[test]
+fn lossy_capture_reports_missing_responses_as_information() {
+    let p = [
+        read(10, 3000),
+        response(Opcode::RC_READ_RESPONSE_FIRST, 10, Some(0x1F), 1, 1024),
+        response(Opcode::RC_READ_RESPONSE_LAST, 12, Some(0x1F), 1, 952),
+    ];
+    let cfg = ConversationConfig {
+        pmtu: Some(1024),
+        lossy: true,
+        ..ConversationConfig::default()
+    };
+    let (_, f) = run_with(cfg, &p);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].finding.severity, crate::Severity::Info);
+}
+
+#[test]
+fn sequence_nak_then_go_back_n() {
+    // "MR-NAK-1", "MR-NAK-2": PSN 101 lost; 102 and 103 ahead: one NAK.
+    let mut p = vec![request(Opcode::RC_SEND_ONLY, 100, 8, true)];
+    p.push(request(Opcode::RC_SEND_ONLY, 102, 8, true));
+    p.push(request(Opcode::RC_SEND_ONLY, 103, 8, true));
+    p.push(ack(100, 1));
+    p.push(response(Opcode::RC_ACK, 101, Some(0x60), 1, 0));
+    p.extend(sends(101, 3));
+    p.extend([ack(101, 2), ack(103, 4)]);
+    // Lossy: PSN 101 was lost before the capture point.
+    assert_eq!(ids(&run_with(lossy(), &p).1), vec![]);
+}
+
+#[test]
+fn second_sequence_nak_is_a_finding() {
+    // "MR-NAK-2": a second NAK 0x60 before the expected PSN arrived.
+    let mut p = vec![request(Opcode::RC_SEND_ONLY, 100, 8, true)];
+    p.push(request(Opcode::RC_SEND_ONLY, 102, 8, true));
+    p.push(request(Opcode::RC_SEND_ONLY, 103, 8, true));
+    p.push(ack(100, 1));
+    p.push(response(Opcode::RC_ACK, 101, Some(0x60), 1, 0));
+    p.push(response(Opcode::RC_ACK, 101, Some(0x60), 1, 0));
+    let f = run_with(lossy(), &p).1;
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].frames[0], 6);
+}
+
+#[test]
+fn rnr_branch_is_taken_when_observed() {
+    // "MR-RNR-1": the receive queue is unknown, so an RNR NAK is allowed;
+    // the state then holds the expected PSN, and the retry is executed.
+    let mut p = sends(100, 1);
+    p.push(response(Opcode::RC_ACK, 100, Some(0x2D), 0, 0)); // 0.96 ms
+    p.extend(sends(100, 1));
+    p.push(ack(100, 1));
+    assert_eq!(ids(&run(&p)), vec![]);
+}
+
+#[test]
+fn duplicate_is_re_acknowledged() {
+    // "MR-DUP-2": a resent SEND is answered with the ACK of ePSN − 1.
+    // Resent before the ACK came back (as rxe's early timer does).
+    let mut p = sends(100, 2);
+    p.extend(sends(100, 2));
+    p.extend([ack(101, 2), ack(101, 2), ack(101, 2)]);
+    assert_eq!(ids(&run(&p)), vec![]);
+}
+
+#[test]
+fn a_capture_joined_mid_conversation_judges_nothing_before_it() {
+    // Responses to requests before the first one observed are not judged;
+    // a SEND Middle first seen continues an unknown message.
+    let mut p = vec![
+        ack(50, 9),
+        response(Opcode::RC_READ_RESPONSE_MIDDLE, 60, None, 0, 1024),
+    ];
+    p.push(request(Opcode::RC_SEND_MIDDLE, 100, 1024, false));
+    p.push(request(Opcode::RC_SEND_LAST, 101, 10, true));
+    p.push(ack(101, 12));
+    assert_eq!(ids(&run(&p)), vec![]);
+}
+
+#[test]
+fn pmtu_is_learnt_from_the_packets() {
+    let p = [
+        request(Opcode::RC_SEND_FIRST, 100, 1024, false),
+        request(Opcode::RC_SEND_LAST, 101, 10, true),
+        ack(101, 1),
+        request(Opcode::RC_SEND_ONLY, 102, 10, true),
+        ack(102, 2),
+    ];
+    let (j, f) = run_with(ConversationConfig::default(), &p);
+    assert_eq!(ids(&f), vec![]);
+    let c = j.connections();
+    assert_eq!(c[0].requester_qpn, Some(0x11));
+    assert_eq!((c[0].requests, c[0].responses), (3, 2));
+}
+
+#[test]
+fn two_qps_between_the_same_hosts_pair_by_psn() {
+    let mut p = sends(100, 1);
+    let mut other = request(Opcode::RC_SEND_ONLY, 5000, 8, true);
+    other.bth.dest_qp = 0x13;
+    p.push(other);
+    let mut a2 = ack(5000, 1);
+    a2.bth.dest_qp = 0x21;
+    p.push(a2);
+    p.push(ack(100, 1));
+    let (j, f) = run_with(
+        ConversationConfig {
+            pmtu: Some(1024),
+            ..ConversationConfig::default()
+        },
+        &p,
+    );
+    assert_eq!(ids(&f), vec![]);
+    let c = j.connections();
+    assert_eq!(c.len(), 2);
+    assert_eq!(c[0].requester_qpn, Some(0x11));
+    assert_eq!(c[1].requester_qpn, Some(0x21));
+}
+
+#[test]
+fn a_request_just_before_the_end_is_not_judged() {
+    // Its ACK may come after the capture ends (within `ack_delay_ns`).
+    let p = sends(100, 1);
+    let cfg = ConversationConfig {
+        pmtu: Some(1024),
+        ack_delay_ns: 1_000,
+        ..ConversationConfig::default()
+    };
+    assert!(run_with(cfg, &p).1.is_empty());
+}
+
+#[test]
+fn pending_queue_is_bounded() {
+    // Requests without AckReq and no response: the queue stays bounded.
+    let p: Vec<Pkt> = (0..MAX_PENDING as u32 + 50)
+        .map(|i| request(Opcode::RC_WRITE_MIDDLE, i, 1024, false))
+        .collect();
+    let cfg = ConversationConfig {
+        pmtu: Some(1024),
+        ..ConversationConfig::default()
+    };
+    let mut j = ConversationJudge::new(cfg);
+    for (i, q) in p.iter().enumerate() {
+        let meta = PacketMeta {
+            frame: i as u64,
+            timestamp_ns: 0,
+            src: q.src,
+            dst: q.dst,
+            udp_src_port: 1,
+            ecn: 3,
+            icrc_valid: true,
+        };
+        let pkt = RocePacket {
+            bth: q.bth,
+            ext: q.ext,
+            payload: &q.payload,
+            pad: &[],
+            icrc: [0; 4],
+        };
+        j.on_packet(&meta, &pkt);
+        assert!(j.pending() <= MAX_PENDING);
+    }
+    assert_eq!(j.connections()[0].ce_marked, MAX_PENDING as u64 + 50);
+}
+
+#[test]
+fn arbitrary_headers_do_not_panic() {
+    // Every opcode, odd PSNs, AETHs and lengths: findings or not, no panic.
+    let mut p = Vec::new();
+    for op in 0..=255u8 {
+        let mut q = request(
+            Opcode(op),
+            u32::from(op) * 0x10101,
+            usize::from(op) * 7,
+            op % 2 == 0,
+        );
+        q.ext.aeth = Some(AethRepr {
+            syndrome: Syndrome(op),
+            msn: Msn::new(u32::from(op)),
+        });
+        if op % 3 == 0 {
+            std::mem::swap(&mut q.src, &mut q.dst);
+        }
+        p.push(q);
+    }
+    let _ = run(&p);
+    let _ = run_with(ConversationConfig::default(), &p);
+}
