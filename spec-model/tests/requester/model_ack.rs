@@ -194,6 +194,19 @@ fn mr_req_4_implicit_nak_rereads() {
     assert_eq!(s.retry_left, 6);
 }
 
+/// MR-REQ-4: an ACK at exactly the READ's last PSN also means its responses
+/// were lost (the READ reserved PSNs 0–2; the ACK for PSN 2 acknowledges them).
+#[test]
+fn mr_req_4_ack_at_the_reads_last_psn_rereads() {
+    let s = state(rc(1024));
+    let (s, out) = s.post_send(WorkRequest::read(2500, 0x100, 7), 0);
+    assert_eq!(sent(&out), vec![(0x0C, 0)]);
+    let (s, out) = respond(s, &ack(2), 5);
+    assert_eq!(sent(&out), vec![(0x0C, 0)], "the READ is requested again");
+    assert!(completions(&out).is_empty());
+    assert_eq!(s.retry_left, 6);
+}
+
 /// MR-ATOM-6: the original value is written before the completion.
 #[test]
 fn mr_atom_6_atomic_ack() {

@@ -79,8 +79,8 @@ impl Requester {
     }
 
     /// Everything up to and including `psn` is acknowledged (MR-REQ-3).
-    /// Returns the PSN to retry from when the acknowledgement passes an
-    /// unanswered READ or atomic (MR-REQ-4).
+    /// Returns the PSN to retry from when the acknowledgement reaches or
+    /// passes the last PSN of an unanswered READ or atomic (MR-REQ-4).
     pub(super) fn ack_through(
         &mut self,
         cfg: &QpConfig,
@@ -99,7 +99,9 @@ impl Requester {
             let missing = w.first.add(w.rcv_pkts);
             if missing.is_before(target) {
                 target = missing;
-                if psn.is_after(w.last()) {
+                // Acknowledged at or past its last PSN with responses missing:
+                // they were lost (MR-REQ-4).
+                if !w.last().is_after(psn) {
                     retry = Some(missing);
                 }
             }

@@ -66,7 +66,7 @@ impl RequesterState {
     ///
     /// SEND and WRITE work requests whose last PSN is `p` or earlier are done
     /// ("MR-REQ-3"). A READ or atomic whose responses have not all arrived and
-    /// whose last PSN is earlier than `p` lost its responses: the return value
+    /// whose last PSN is `p` or earlier lost its responses: the return value
     /// is the PSN to retry from ("MR-REQ-4"); acknowledgement stops there.
     pub(super) fn ack_through(&mut self, p: Psn, now_ns: u64) -> Option<Psn> {
         let mut new_una = p.add(1);
@@ -89,7 +89,7 @@ impl RequesterState {
                 break;
             }
             let missing = w.first_psn.add(w.responses);
-            if covered && last != p {
+            if covered {
                 restart = Some(missing);
             }
             new_una = missing;
