@@ -6,3 +6,4 @@ mod judge;
 mod model_ack;
 mod model_packetize;
 mod model_timer;
+mod psn_window;
