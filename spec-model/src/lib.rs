@@ -24,7 +24,7 @@ pub mod validate;
 
 pub use finding::Finding;
 pub use requirements::{Keyword, Observation, Requirement, Severity};
-pub use validate::{Context, validate_decode_error, validate_frame};
+pub use validate::{Context, validate_decode_error, validate_frame, validate_undecodable};
 
 /// A conformance profile (SPEC.md §1.4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

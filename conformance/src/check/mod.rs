@@ -26,7 +26,7 @@ use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
 };
 use metaroce_spec::requirements;
-use metaroce_spec::validate::{Context, validate_decode_error, validate_frame};
+use metaroce_spec::validate::{Context, validate_frame, validate_undecodable};
 use metaroce_spec::{Finding, Severity};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -214,13 +214,17 @@ impl Checker {
             }
             Err(e) => {
                 self.summary.undecodable += 1;
+                let findings = validate_undecodable(data, &e, &self.ctx);
+                // A RoCE header failed, or a RoCE packet sits behind IPv6
+                // extension headers (MR-ENC-8).
                 if !matches!(
                     e.layer,
                     Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
-                ) {
+                ) || findings.iter().any(|f| f.id == "MR-ENC-8")
+                {
                     self.summary.roce_frames += 1;
                 }
-                validate_decode_error(&e)
+                findings
             }
         };
         for f in &findings {
@@ -232,5 +236,37 @@ impl Checker {
     /// The counts so far.
     pub fn summary(&self) -> &Summary {
         &self.summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metaroce_codec::{Opcode, PacketBuilder};
+
+    /// An IPv6 RC SEND Only frame with a Destination Options header before UDP.
+    fn behind_destination_options() -> Vec<u8> {
+        let frame = PacketBuilder::new(Opcode::RC_SEND_ONLY)
+            .ack_req(true)
+            .payload(vec![1, 2, 3, 4])
+            .ipv6("fe80::1".parse().unwrap(), "fe80::2".parse().unwrap())
+            .build();
+        let ip = 14;
+        let mut out = frame[..ip + 40].to_vec();
+        out[ip + 6] = 60;
+        let len = u16::from_be_bytes([out[ip + 4], out[ip + 5]]) + 8;
+        out[ip + 4..ip + 6].copy_from_slice(&len.to_be_bytes());
+        out.extend([17, 0, 0, 0, 0, 0, 0, 0]);
+        out.extend_from_slice(&frame[ip + 40..]);
+        out
+    }
+
+    #[test]
+    fn ipv6_extension_headers_before_roce_are_mr_enc_8() {
+        let mut checker = Checker::new(Context::default());
+        let f = checker.check(LINKTYPE_ETHERNET, &behind_destination_options());
+        assert_eq!(f.iter().map(|f| f.id).collect::<Vec<_>>(), ["MR-ENC-8"]);
+        let s = checker.summary();
+        assert_eq!((s.undecodable, s.roce_frames, s.must), (1, 1, 1));
     }
 }

@@ -1,7 +1,7 @@
 //! Invariants checkable over a whole observed sequence rather than one event:
 //! the order of a Base responder's responses (SPEC.md §6.7, §6.15), the
-//! constancy of a Base QP's flow identifiers (§3.4, §3.5) and the
-//! consistency of an MP message's packets (§7.2).
+//! constancy of a Base QP's flow identifiers (§3.4, §3.5), the flow labels
+//! of an MP QP (§7.4) and the consistency of an MP message's packets (§7.2).
 
 use crate::Finding;
 use metaroce_codec::ext::{IethRepr, ImmDtRepr, RethRepr};
@@ -123,6 +123,32 @@ pub fn judge_flow(packets: &[FlowObservation]) -> Vec<Finding> {
             out.push(Finding::new(
                 "MR-ENC-10",
                 format!("packet {i}: flow label 0x{b:05x}, the QP's first packet used 0x{a:05x}"),
+            ));
+        }
+    }
+    out
+}
+
+/// Judges the IPv6 flow labels of the packets one MP QP sent ("MR-MPS-8"):
+/// with `mp_flow_label_entropy` every label is the packet's entropy value
+/// (UDP source port, zero-extended); without it every label equals the
+/// first. Packets over IPv4 are skipped.
+pub fn judge_mp_flow_labels(packets: &[FlowObservation], entropy: bool) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut first: Option<u32> = None;
+    for (i, p) in packets.iter().enumerate() {
+        let Some(label) = p.flow_label else {
+            continue;
+        };
+        let want = if entropy {
+            u32::from(p.udp_src_port)
+        } else {
+            *first.get_or_insert(label)
+        };
+        if label != want {
+            out.push(Finding::new(
+                "MR-MPS-8",
+                format!("packet {i}: flow label 0x{label:05x}, expected 0x{want:05x}"),
             ));
         }
     }
@@ -304,5 +330,28 @@ mod tests {
         let bad_wires = [packet(1, 8, 7), packet(1, 12, 7), packet(1, 8, 8)];
         let bad: Vec<RocePacket<'_>> = bad_wires.iter().map(|w| parse(w)).collect();
         assert_eq!(ids(&judge_mp_messages(&bad)), vec!["MR-MPH-4", "MR-MPH-4"]);
+    }
+
+    #[test]
+    fn mp_flow_labels_mr_mps_8() {
+        let obs = |port: u16, label: u32| FlowObservation {
+            udp_src_port: port,
+            flow_label: Some(label),
+        };
+        // mp_flow_label_entropy: label = entropy value.
+        let sprayed = [obs(0xC000, 0xC000), obs(0xC001, 0xC001)];
+        assert!(judge_mp_flow_labels(&sprayed, true).is_empty(), "MR-MPS-8");
+        let wrong = [obs(0xC000, 0xC000), obs(0xC001, 0xC000)];
+        assert_eq!(judge_mp_flow_labels(&wrong, true)[0].id, "MR-MPS-8");
+        // Not declared: one constant label for the QP, whatever the port.
+        assert!(judge_mp_flow_labels(&wrong, false).is_empty(), "MR-MPS-8");
+        let varying = [obs(0xC000, 5), obs(0xC001, 6)];
+        assert_eq!(judge_mp_flow_labels(&varying, false)[0].id, "MR-MPS-8");
+        // IPv4 packets carry no label.
+        let v4 = [FlowObservation {
+            udp_src_port: 0xC000,
+            flow_label: None,
+        }];
+        assert!(judge_mp_flow_labels(&v4, true).is_empty());
     }
 }

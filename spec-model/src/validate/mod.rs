@@ -26,7 +26,7 @@ mod mp;
 mod opcode;
 mod packet;
 
-pub use decode_error::validate_decode_error;
+pub use decode_error::{validate_decode_error, validate_undecodable};
 
 use crate::{Finding, Profile};
 use metaroce_codec::opcode::Layout;
@@ -61,6 +61,10 @@ pub struct Context {
     /// The capture was taken at the sender's port, before any switch: ECN
     /// CE cannot be a switch's mark there (MR-ENC-21). Default false.
     pub at_sender: bool,
+    /// The implementation declares `mp_flow_label_entropy`: over IPv6 the
+    /// flow label of every MP packet equals its UDP source port (MR-MPS-8).
+    /// Default false (not declared: the flow label is not judged per packet).
+    pub mp_flow_label_entropy: bool,
 }
 
 impl Default for Context {
@@ -72,6 +76,7 @@ impl Default for Context {
             profile: Profile::Mp,
             pkey: None,
             at_sender: false,
+            mp_flow_label_entropy: false,
         }
     }
 }

@@ -3,8 +3,8 @@
 
 use super::{Context, PMTU_VALUES, Packet, is_mp_data};
 use crate::Finding;
-use metaroce_codec::Opcode;
 use metaroce_codec::ext::{MpethRepr, SackethRepr, SyndromeKind};
+use metaroce_codec::{IpRepr, Opcode};
 
 /// Lowest entropy value (§7.1, §10.3).
 const ENTROPY_MIN: u16 = 0xC000;
@@ -25,6 +25,19 @@ pub(super) fn check(p: &Packet<'_, '_>, ctx: &Context, out: &mut Vec<Finding>) {
             format!(
                 "UDP source port 0x{:04x} cannot be an entropy value (0xC000–0xFFFF)",
                 udp.src_port
+            ),
+        ));
+    }
+    if ctx.mp_flow_label_entropy
+        && let (Some(udp), Some(IpRepr::V6(ip))) = (&p.frame.udp, &p.frame.ip)
+        && ip.flow_label != u32::from(udp.src_port)
+    {
+        // "MR-MPS-8": the flow label is the entropy value, zero-extended.
+        out.push(Finding::new(
+            "MR-MPS-8",
+            format!(
+                "IPv6 flow label 0x{:05x} is not the entropy value 0x{:04x} (mp_flow_label_entropy)",
+                ip.flow_label, udp.src_port
             ),
         ));
     }

@@ -3,6 +3,8 @@
 
 mod common;
 mod judge;
+mod local_buffers;
 mod model_ack;
 mod model_packetize;
 mod model_timer;
+mod psn_window;

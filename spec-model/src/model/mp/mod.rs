@@ -23,6 +23,7 @@ pub mod memory;
 pub mod requester;
 pub mod responder;
 pub mod sack;
+pub mod timestamp;
 pub mod trim;
 
 pub use config::MpConfig;

@@ -55,6 +55,13 @@ impl RequesterState {
                     *out =
                         std::mem::take(out).require(reqs, completion(w.id, Field::Exact(status)));
                 }
+                WqePhase::LocalError(status, reqs) => {
+                    *out =
+                        std::mem::take(out).require(reqs, completion(w.id, Field::Exact(status)));
+                    self.queue.pop_front();
+                    self.enter_error(reqs, out);
+                    return;
+                }
                 WqePhase::Waiting | WqePhase::Sent => return,
             }
             self.queue.pop_front();
@@ -135,6 +142,12 @@ impl RequesterState {
         }
         if let Some(w) = self.queue.get_mut(idx) {
             w.phase = WqePhase::Failed(status, reqs);
+        }
+        for w in self.queue.iter_mut().skip(idx + 1) {
+            // Flushed with the rest when the QP enters ERR below.
+            if matches!(w.phase, WqePhase::LocalError(..)) {
+                w.phase = WqePhase::Waiting;
+            }
         }
         self.complete_front(out);
         self.enter_error(reqs, out);

@@ -24,6 +24,7 @@ mod attrs;
 mod completion;
 mod credits;
 pub mod judge;
+mod local;
 mod packetize;
 mod psn;
 mod response;
@@ -35,13 +36,14 @@ mod wr;
 
 pub use attrs::{QpStatus, QpType, RequesterAttrs};
 pub use credits::credit_count;
+pub use local::LocalRegion;
 pub use packetize::{RequestPacket, packetize, psn_span, reread_packet};
 pub use psn::packet_count;
 pub use rnr::rnr_wait_ns;
 pub use timer::{RetransmitCause, RetransmitWindow, local_ack_timeout_ns};
 pub use wr::{UdDest, WorkRequest, WrOp};
 
-use crate::model::{Outcomes, WcStatus};
+use crate::model::{Knowledge, Outcomes, WcStatus};
 use metaroce_codec::{Msn, Psn};
 use std::collections::VecDeque;
 
@@ -58,6 +60,10 @@ pub enum WqePhase {
     /// Ends with this status without sending (LOC_LEN_ERR and the like);
     /// completes when it reaches the head of the queue.
     Failed(WcStatus, &'static [&'static str]),
+    /// Its local buffers could not be read when it was to start (MR-PKT-9):
+    /// nothing of it is sent and nothing posted after it starts; at the head
+    /// of the queue it completes with this status and the QP enters ERR.
+    LocalError(WcStatus, &'static [&'static str]),
 }
 
 /// One posted send work request and its progress.
@@ -137,6 +143,10 @@ pub struct RequesterState {
     pub credit_limit: Option<Msn>,
     /// PSN of the NAK 0x60 that started the go-back-N retry in progress (MR-TMR-9).
     pub nak_retry_psn: Option<Psn>,
+    /// The local memory regions work requests may name (MR-PKT-9,
+    /// MR-REQ-12). `Unknown` (the default): every local buffer is taken as
+    /// valid.
+    pub local: Knowledge<Vec<LocalRegion>>,
 }
 
 impl RequesterState {
@@ -156,8 +166,16 @@ impl RequesterState {
             rnr_wait: None,
             credit_limit: None,
             nak_retry_psn: None,
+            local: Knowledge::Unknown,
             attrs,
         }
+    }
+
+    /// The same QP with known local memory regions (MR-PKT-9, MR-REQ-12).
+    #[must_use]
+    pub fn with_local_regions(mut self, regions: Vec<LocalRegion>) -> Self {
+        self.local = Knowledge::Known(regions);
+        self
     }
 
     /// At least one request packet is unacknowledged.

@@ -2,6 +2,7 @@
 //! acknowledgements (SPEC.md §6.8, §6.13, §6.15, §6.16, §9.2 rows 29–31).
 
 use super::attrs::{QpStatus, QpType};
+use super::local::accessible;
 use super::{RequesterState, WqePhase, WrOp};
 use crate::model::{Effect, Outcomes, WcStatus};
 use metaroce_codec::ext::SyndromeKind;
@@ -165,6 +166,11 @@ impl RequesterState {
             return;
         }
         self.update_credits(pkt.ext.aeth);
+        let wr = &self.queue[idx].wr;
+        if !accessible(&self.local, wr.lkey, wr.local_offset, 8, true) {
+            // "MR-REQ-12": the original value cannot be written locally.
+            return self.fail(idx, WcStatus::LocProtErr, &["MR-REQ-12", "MR-QP-7"], out);
+        }
         let orig = pkt.ext.atomic_ack_eth.map_or(0, |a| a.orig);
         let w = &mut self.queue[idx];
         // "MR-ATOM-6": the original value in the local buffer before the completion.
@@ -262,13 +268,25 @@ impl RequesterState {
             return;
         }
         self.update_credits(pkt.ext.aeth);
+        let wr = &self.queue[idx].wr;
+        let len = pkt.payload.len() as u64;
+        if !accessible(
+            &self.local,
+            wr.lkey,
+            wr.local_offset.saturating_add(done_bytes),
+            len,
+            true,
+        ) {
+            // "MR-REQ-12": the READ data cannot be written locally.
+            return self.fail(idx, WcStatus::LocProtErr, &["MR-REQ-12", "MR-QP-7"], out);
+        }
         let w = &mut self.queue[idx];
         // "MR-READ-7": placed at offset (PSN - request PSN) × PMTU.
         *out = std::mem::take(out).require(
             &["MR-READ-7"],
             Effect::Write {
                 key: w.wr.lkey,
-                offset: w.wr.local_offset + done_bytes,
+                offset: w.wr.local_offset.saturating_add(done_bytes),
                 bytes: pkt.payload.to_vec(),
             },
         );

@@ -1,10 +1,11 @@
 //! Starting messages: the limits a new message waits for, and its packets.
 
 use super::attrs::{QpStatus, QpType};
+use super::local::{accessible, gathers};
 use super::packetize::{packetize, psn_span};
 use super::psn::HALF_SPACE;
 use super::{RequesterState, WqePhase};
-use crate::model::{Effect, Outcomes};
+use crate::model::{Effect, Outcomes, WcStatus};
 
 /// Requirements a new RC request packet satisfies, by kind.
 const RC_DATA: &[&str] = &[
@@ -26,10 +27,26 @@ impl RequesterState {
         while i < self.queue.len() {
             match self.queue[i].phase {
                 WqePhase::Waiting => {}
+                WqePhase::LocalError(..) => return,
                 _ => {
                     i += 1;
                     continue;
                 }
+            }
+            let w = &self.queue[i];
+            if gathers(w.wr.op)
+                && !accessible(
+                    &self.local,
+                    w.wr.lkey,
+                    w.wr.local_offset,
+                    w.wr.length,
+                    false,
+                )
+            {
+                // "MR-PKT-9": nothing sent from outside the named buffers;
+                // LOC_PROT_ERR and ERR once it is the oldest.
+                self.queue[i].phase = WqePhase::LocalError(WcStatus::LocProtErr, &["MR-PKT-9"]);
+                return;
             }
             if !self.may_start(i) {
                 return;

@@ -12,18 +12,29 @@ mod opcode;
 mod packet;
 mod table;
 
-use super::{Context, validate_decode_error, validate_frame};
+use super::{Context, validate_decode_error, validate_frame, validate_undecodable};
 use crate::{Finding, Severity};
 use metaroce_codec::ext::MpethRepr;
 use metaroce_codec::{Frame, Msn, Opcode, PacketBuilder};
 
 /// Parses the builder's frame as `ctx` says and runs the validators; a frame
-/// that does not decode goes to `validate_decode_error`.
+/// that does not decode goes to `validate_undecodable`.
 fn judge(b: &PacketBuilder, ctx: &Context) -> Vec<Finding> {
-    let bytes = b.build();
-    match Frame::parse(&bytes, &ctx.parse_options()) {
+    judge_bytes(&b.build(), ctx)
+}
+
+/// [`judge`] of raw frame bytes.
+fn judge_bytes(bytes: &[u8], ctx: &Context) -> Vec<Finding> {
+    match Frame::parse(bytes, &ctx.parse_options()) {
         Ok(frame) => validate_frame(&frame, metaroce_codec::icrc::verify(&frame), ctx),
-        Err(e) => validate_decode_error(&e),
+        Err(e) => {
+            let undecodable = validate_undecodable(bytes, &e, ctx);
+            // Without the bytes, the same error gives the same findings
+            // except those that need the bytes (MR-ENC-8).
+            let from_error = validate_decode_error(&e);
+            assert!(from_error.iter().all(|f| undecodable.contains(f)));
+            undecodable
+        }
     }
 }
 

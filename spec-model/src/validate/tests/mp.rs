@@ -240,3 +240,42 @@ fn mr_mpp_13_atomic_acknowledge_acknowledges_the_request_psn() {
     assert_only(&atomic_ack(1, 0x1F), &ctx(), "MR-MPP-13");
     assert_only(&atomic_ack(1 << 63, 0x62), &ctx(), "MR-MPP-13");
 }
+
+#[test]
+fn mr_mps_8_flow_label_is_the_entropy_value() {
+    let declared = Context {
+        mp_flow_label_entropy: true,
+        ..Context::default()
+    };
+    let v6 = |b: PacketBuilder| b.ipv6("fe80::1".parse().unwrap(), "fe80::2".parse().unwrap());
+    // Conforming: flow label = source port, zero-extended, on requests and ACKs.
+    assert_clean(
+        &v6(mp_send(0, 13, 13))
+            .udp_src_port(0xC123)
+            .flow_label(0xC123),
+        &declared,
+    );
+    assert_clean(
+        &v6(mp_ack()).udp_src_port(0xFFFE).flow_label(0xFFFE),
+        &declared,
+    );
+    // Violating: another label, or one with bits above the 16-bit value.
+    assert_only(
+        &v6(mp_send(0, 13, 13))
+            .udp_src_port(0xC123)
+            .flow_label(0xC124),
+        &declared,
+        "MR-MPS-8",
+    );
+    assert_only(
+        &v6(probe()).udp_src_port(0xC123).flow_label(0x1_C123),
+        &declared,
+        "MR-MPS-8",
+    );
+    // Not declared: the label is not judged per packet; IPv4 has none.
+    assert_clean(
+        &v6(mp_send(0, 13, 13)).udp_src_port(0xC123).flow_label(7),
+        &ctx(),
+    );
+    assert_clean(&mp_send(0, 13, 13).udp_src_port(0xC123), &declared);
+}

@@ -3,12 +3,15 @@
 use crate::model::mp::MpConfig;
 
 /// Congestion-control state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CcState {
     /// Congestion window in bytes.
     pub cwnd: u64,
     /// Time of the last multiplicative decrease.
     pub last_md: Option<u64>,
+    /// Additive increases applied within the last srtt: (time, bytes)
+    /// (MR-MPC-8).
+    pub increases: Vec<(u64, u64)>,
 }
 
 impl CcState {
@@ -19,6 +22,7 @@ impl CcState {
                 .cwnd_init
                 .clamp(u64::from(cfg.pmtu), cfg.cwnd_max.max(u64::from(cfg.pmtu))),
             last_md: None,
+            increases: Vec::new(),
         }
     }
 
@@ -36,12 +40,9 @@ impl CcState {
 
     /// One signal (MR-MPC-2): `acked` new bytes, `marked` (E or CE), queuing
     /// delay `q`. Additive increase `mp_ai_bytes` × acked / cwnd when neither
-    /// marked nor late, capped at `mp_cwnd_max` (MR-MPC-5); decrease when both.
-    ///
-    /// Scaling each increase by acked / cwnd is what bounds growth (MR-MPC-8):
-    /// at most one window of bytes is acknowledged per srtt, so the window
-    /// grows by at most `mp_ai_bytes` per srtt, plus the rounding of the
-    /// last partial step (less than one PMTU).
+    /// marked nor late, capped at `mp_cwnd_max` (MR-MPC-5) and so that the
+    /// increases within any srtt add up to at most `mp_ai_bytes` plus one
+    /// PMTU (MR-MPC-8); decrease when both.
     pub fn signal(
         &mut self,
         cfg: &MpConfig,
@@ -55,7 +56,23 @@ impl CcState {
         match (marked, late) {
             (false, false) => {
                 let inc = cfg.ai_bytes.saturating_mul(acked) / self.cwnd.max(1);
-                self.cwnd = self.cwnd.saturating_add(inc).min(cfg.cwnd_max);
+                // "MR-MPC-8": the table's increase, within what the last srtt left.
+                self.increases
+                    .retain(|&(t, _)| now.saturating_sub(t) < srtt);
+                let recent = self
+                    .increases
+                    .iter()
+                    .fold(0u64, |a, &(_, b)| a.saturating_add(b));
+                let budget = cfg
+                    .ai_bytes
+                    .saturating_add(u64::from(cfg.pmtu))
+                    .saturating_sub(recent);
+                let before = self.cwnd;
+                self.cwnd = self.cwnd.saturating_add(inc.min(budget)).min(cfg.cwnd_max);
+                let added = self.cwnd.saturating_sub(before);
+                if added > 0 {
+                    self.increases.push((now, added));
+                }
             }
             (true, true) => {
                 self.decrease(cfg, now, srtt);
@@ -102,8 +119,8 @@ mod tests {
             c.decrease(&cfg, 20_000 * (i + 2), 10_000);
         }
         assert_eq!(c.cwnd, 1024, "MR-MPC-4: never below one PMTU");
-        for _ in 0..10_000 {
-            c.signal(&cfg, 0, 10_000, 1 << 20, false, 0);
+        for i in 0..10_000 {
+            c.signal(&cfg, 1_000_000 + i * 10_000, 10_000, 1 << 20, false, 0);
         }
         assert_eq!(c.cwnd, cfg.cwnd_max, "MR-MPC-5");
     }

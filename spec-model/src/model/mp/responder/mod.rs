@@ -251,9 +251,13 @@ impl MpResponder {
                 },
             );
         }
-        if !matches!(op.0, 0xC0..=0xC4 | 0xC6 | 0xC7 | 0xCA | 0xCB) || packet.ext.mpeth.is_none() {
+        if !matches!(op.0, 0xC0..=0xC4 | 0xC6 | 0xC7 | 0xCA | 0xCB) {
             // Responses and non-MP opcodes are not requests for this side.
             return Outcomes::none().require(&["MR-OPC-3"], Effect::Drop { counter: None });
+        }
+        if packet.ext.mpeth.is_none() {
+            // "MR-MPH-1": an MP request without MPETH after BTH cannot be placed.
+            return Outcomes::none().require(&["MR-MPH-1"], Effect::Drop { counter: None });
         }
         if arrival.ecn_ce {
             self.counters.ecn_ce_received += 1;

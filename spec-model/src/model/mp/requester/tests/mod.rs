@@ -615,3 +615,6 @@ fn rnr_nak_holds_then_retransmits_mr_mpp_18() {
         "MR-MPP-18: {after:?}"
     );
 }
+
+mod congestion;
+mod headers_atomic;

@@ -638,3 +638,5 @@ fn write_with_immediate_completion_mr_mpp_9() {
     assert_eq!(c.imm, Field::Exact(Some(0xCAFE)), "MR-MPP-9");
     assert_eq!(c.status, Field::Exact(WcStatus::Success));
 }
+
+mod resources;

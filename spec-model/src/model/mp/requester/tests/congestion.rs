@@ -1,0 +1,198 @@
+//! Congestion control of the MP requester: the causes of a multiplicative
+//! decrease (MR-MPC-7), the bound on increases (MR-MPC-8) and the queuing
+//! delay's base (MR-MPC-9).
+
+use super::*;
+
+/// PMTU 1024, cwnd 8 packets, additive increase `ai` bytes per srtt.
+fn cc_cfg(ai: u64) -> MpConfig {
+    MpConfig {
+        pmtu: 1024,
+        window: 1024,
+        cwnd_init: 8192,
+        ai_bytes: ai,
+        ..cfg()
+    }
+}
+
+/// A WRITE of `n` packets of which the first `sent` are sent at t = 0, 1, ….
+fn sent_packets(c: MpConfig, n: u32, sent: u32) -> MpRequester {
+    let r = MpRequester::new(c, 0x22, psn(0));
+    let (mut r, _) = r.post_send(write_wr(1, 1024 * n));
+    for t in 0..sent {
+        let (n2, f, _) = send_next(&r, u64::from(t));
+        assert!(f.is_empty(), "{f:?}");
+        r = n2;
+    }
+    r
+}
+
+/// A first transmission of the next new packet, from an allowed value.
+fn send_new(r: &MpRequester, now: u64) -> Vec<&'static str> {
+    let (w, off) = r.next_new().map(|(w, o)| (w.clone(), o)).unwrap();
+    let spec = r.packet_spec(&w, off, false, now);
+    let Field::OneOf(evs) = &spec.udp_src_port else {
+        panic!("entropy set")
+    };
+    let p = wire(build(r, &spec, now as u32));
+    ids(&r.on_transmit(&p.roce(), evs[0], now).1)
+}
+
+#[test]
+fn decrease_on_reorder_loss_mr_mpc_7() {
+    // No additive increase (ai 0), so only the decrease changes cwnd.
+    let r = sent_packets(cc_cfg(0), 16, 8);
+    assert_eq!(r.cc.cwnd, 8192);
+    // PSNs 1, 2, 3 SACKed: PSN 0 deemed lost (K = 3).
+    let (r, o) = ack_at(
+        &r,
+        0xFF_FFFF,
+        sack(0xFF_FFFF, 0, 0b0111 << 60, 0xC003, 3),
+        1000,
+    );
+    assert_eq!(required_psns(&o), vec![0]);
+    assert_eq!(r.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7: lost PSN");
+    assert_eq!(r.cc.last_md, Some(1000));
+    // Conforming: the retransmission fits the smaller window (4096 + 1024 ≤ 5734).
+    let spec = required_sends(&o)[0].clone();
+    let Field::OneOf(evs) = &spec.udp_src_port else {
+        panic!()
+    };
+    let p = wire(build(&r, &spec, 1001));
+    let (r, f) = r.on_transmit(&p.roce(), evs[0], 1001);
+    assert!(f.is_empty(), "{f:?}");
+    // Violating: a requester that kept cwnd 8192 sends PSN 8 as well.
+    assert!(
+        r.next_packets(1002).optional.is_empty(),
+        "MR-MPC-7: no room for PSN 8"
+    );
+    assert!(send_new(&r, 1002).contains(&"MR-MPC-1"));
+}
+
+#[test]
+fn decrease_on_trim_nak_mr_mpc_7() {
+    let r = sent_packets(cc_cfg(0), 16, 8);
+    let mut s = sack(0xFF_FFFF, 1, 0, 0xC001, 1);
+    s.syndrome = Syndrome::NAK_TRIMMED;
+    s.trimmed = true;
+    let (r, _) = ack_at(&r, 0xFF_FFFF, s, 1000);
+    assert_eq!(r.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7: NAK 0x65");
+    // Once per srtt (MR-MPC-3): a second NAK right after does not decrease again.
+    let mut s = sack(0xFF_FFFF, 2, 0, 0xC002, 2);
+    s.syndrome = Syndrome::NAK_TRIMMED;
+    let (r, _) = ack_at(&r, 0xFF_FFFF, s, 1001);
+    assert_eq!(r.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7 subject to MR-MPC-3");
+}
+
+#[test]
+fn decrease_on_missing_read_response_mr_mpc_7() {
+    let r = MpRequester::new(cc_cfg(0), 0x22, psn(0));
+    let (r, _) = r.post_send(SendWr {
+        wr: 1,
+        op: WrOp::Read {
+            va: 0x5000,
+            rkey: 9,
+            len: 5 * 1024,
+        },
+        fence: false,
+        signaled: true,
+    });
+    let (mut r, f, _) = send_next(&r, 0);
+    assert!(f.is_empty(), "{f:?}");
+    let resp = |i: u32, r: &MpRequester, now| {
+        let w = wire(req(
+            Opcode::MP_READ_RESPONSE,
+            i,
+            0,
+            i * 1024,
+            5 * 1024,
+            &[0; 1024],
+        ));
+        r.on_ack(
+            &w.roce(),
+            &ArrivalInfo {
+                now_ns: now,
+                ..ArrivalInfo::default()
+            },
+        )
+    };
+    // Responses 0, 2, 3: response 1 is not missing yet, no decrease.
+    for (t, i) in [0u32, 2, 3].into_iter().enumerate() {
+        r = resp(i, &r, 5000 + t as u64).0;
+    }
+    assert_eq!(r.cc.cwnd, 8192, "MR-MPC-7: nothing missing yet");
+    // Response 4: K = 3 later responses, response 1 deemed missing.
+    let (r, o) = resp(4, &r, 5003);
+    assert_eq!(required_sends(&o).len(), 1, "re-request of response 1");
+    assert_eq!(
+        r.cc.cwnd,
+        8192 * 700 / 1000,
+        "MR-MPC-7: missing READ response"
+    );
+}
+
+#[test]
+fn increase_bounded_per_srtt_mr_mpc_8() {
+    let c = MpConfig {
+        cwnd_init: 16_384,
+        ..cc_cfg(16_384)
+    };
+    let srtt = 100_000;
+    let mut cc = CcState::new(&c);
+    // Ten signals within one srtt, each acknowledging a whole cwnd: the
+    // table of §7.12 alone would add mp_ai_bytes each time.
+    for i in 0..10 {
+        let before = cc.cwnd;
+        cc.signal(&c, 1000 + i * 1000, srtt, before, false, 0);
+    }
+    assert_eq!(
+        cc.cwnd,
+        16_384 + c.ai_bytes + u64::from(c.pmtu),
+        "MR-MPC-8: at most mp_ai_bytes + PMTU within one srtt"
+    );
+    // A conforming requester at that cwnd; one that took the ten full
+    // increases sends beyond it.
+    assert!(cc.cwnd < 16_384 + 10 * c.ai_bytes, "MR-MPC-8");
+    // One srtt after the first increase, the budget returns.
+    let before = cc.cwnd;
+    cc.signal(&c, 1000 + srtt, srtt, before, false, 0);
+    assert!(cc.cwnd > before, "MR-MPC-8: a new srtt interval");
+    assert!(cc.cwnd - before <= c.ai_bytes + u64::from(c.pmtu));
+}
+
+#[test]
+fn queuing_delay_from_smallest_sample_mr_mpc_9() {
+    let c = cc_cfg(1024);
+    let r = sent_packets(c.clone(), 16, 8);
+    assert_eq!(
+        r.rtt.base_rtt(&c),
+        c.base_rtt,
+        "MR-MPC-9: mp_base_rtt before any sample"
+    );
+    // Samples 50 µs, then 30 µs (the smallest), both unmarked: increases.
+    let (r, _) = ack_at(&r, 0, sack(0, 1, 0, 0xC000, 0), 50_000);
+    let (r, _) = ack_at(&r, 1, sack(1, 2, 0, 0xC001, 30_001), 60_001);
+    assert_eq!(r.rtt.base_rtt(&c), 30_000, "MR-MPC-9");
+    let before = r.cc.cwnd;
+    // A 42 µs sample with E: q = 42 − 30 = 12 µs ≥ target 10 µs, marked and
+    // late: a decrease. (Measured from srtt ≈ 47.5 µs it would not be late.)
+    let mut s = sack(2, 3, 0, 0xC002, 60_002);
+    s.ecn_ce = true;
+    let (r, _) = ack_at(&r, 2, s, 102_002);
+    assert!(r.rtt.srtt.unwrap() > 42_000);
+    assert_eq!(
+        r.cc.cwnd,
+        before * 700 / 1000,
+        "MR-MPC-9: q from the smallest sample"
+    );
+    // Violating: a requester that measured q from srtt kept cwnd and sends
+    // a sixth packet beyond the decreased window.
+    let mut r = r;
+    let mut now = 102_010;
+    while r.bytes_in_flight() + 1024 <= r.cc.cwnd {
+        r = send_next(&r, now).0;
+        now += 1;
+    }
+    assert!(r.bytes_in_flight() + 1024 <= before);
+    assert!(send_new(&r, now).contains(&"MR-MPC-1"), "MR-MPC-9");
+}
