@@ -122,6 +122,9 @@ fn lossy_conversations_conform_except_the_listed_departures() {
         "write_bw_loss10.pcap",
         "send_bw_loss10.pcap",
         "read_bw_loss10.pcap",
+        "rc_pingpong_loss10.pcap",
+        "atomic_cas_loss10.pcap",
+        "atomic_faa_loss10.pcap",
     ] {
         let found = judge(&frames(name), true);
         assert!(found.is_empty(), "{name}: {found:#?}");

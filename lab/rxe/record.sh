@@ -39,6 +39,9 @@ SCENARIOS=(
   "send_bw_loss10|10|150|ib_send_bw -d rxe0 -x 1 -n 20 -s 3000 -F"
   "read_bw_loss10|10|150|ib_read_bw -d rxe0 -x 1 -n 20 -s 3000 -F"
   "read_bw_loss10_both|10|150|ib_read_bw -d rxe0 -x 1 -n 20 -s 3000 -F|10"
+  "rc_pingpong_loss10|10|150|ibv_rc_pingpong -d rxe0 -g 1 -n 5 -s 3000"
+  "atomic_cas_loss10|10|150|ib_atomic_bw -d rxe0 -x 1 -n 20 -A CMP_AND_SWAP -F"
+  "atomic_faa_loss10|10|150|ib_atomic_bw -d rxe0 -x 1 -n 20 -A FETCH_AND_ADD -F"
 )
 
 usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
