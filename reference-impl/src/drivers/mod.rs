@@ -1,5 +1,8 @@
 //! Drivers: thin loops that move frames and time between a [`crate::Device`]
-//! and some medium. Only the in-memory driver exists so far; a raw-socket
-//! driver will be the same loop around a socket and a clock.
+//! and some medium: the in-memory driver of the simulator, and (feature
+//! `raw`) an AF_PACKET raw-socket driver, the same loop around a socket and
+//! a clock.
 
 pub mod memory;
+#[cfg(feature = "raw")]
+pub mod raw;
