@@ -311,14 +311,14 @@ impl Agent {
         }
         let access = self.access(&r.access, "access")?;
         let data = bytes_field(r.hex.as_deref(), r.base64.as_deref(), false)?;
-        if let Some((field, d)) = &data {
-            if d.len() as u64 > r.length {
-                return Err(bad(
-                    ErrorCode::OutOfBounds,
-                    field,
-                    format!("{} bytes do not fit a region of {}", d.len(), r.length),
-                ));
-            }
+        if let Some((field, d)) = &data
+            && d.len() as u64 > r.length
+        {
+            return Err(bad(
+                ErrorCode::OutOfBounds,
+                field,
+                format!("{} bytes do not fit a region of {}", d.len(), r.length),
+            ));
         }
         let info = self
             .device

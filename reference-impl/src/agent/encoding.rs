@@ -14,7 +14,7 @@ pub fn hex_encode(bytes: &[u8]) -> String {
 
 /// Hex of either case, even length, no separators.
 pub fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits ({})", s.len()));
     }
     s.as_bytes()
@@ -57,7 +57,7 @@ pub fn base64_encode(bytes: &[u8]) -> String {
 /// and non-zero trailing bits.
 pub fn base64_decode(s: &str) -> Result<Vec<u8>, String> {
     let bytes = s.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(format!(
             "length {} is not a multiple of 4 (padding required)",
             bytes.len()
