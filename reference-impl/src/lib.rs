@@ -37,6 +37,7 @@
 //! [`VerbsError`].
 #![forbid(unsafe_code)]
 
+pub mod agent;
 mod counters;
 pub mod cq;
 mod device;

@@ -1,0 +1,28 @@
+//! The agent: the control plane through which the conformance harness
+//! drives an implementation under test (DESIGN §2.1, SPEC §1.6). The
+//! protocol — JSON lines over TCP, version 1 — is specified in
+//! `reference-impl/AGENT.md` so that a NIC vendor can implement it over
+//! libibverbs; this module is the reference transport's implementation.
+//!
+//! - [`protocol`]: requests, results, error codes, the line parser;
+//! - [`dispatch`]: [`Agent`], a pure request → reply function over a
+//!   [`crate::Device`] (no socket, no clock);
+//! - [`dataplane`]: the [`DataPlane`] trait frame drivers implement so the
+//!   server keeps frames moving while it serves requests, the [`Clock`],
+//!   and the in-memory [`ChannelLink`] and [`NullLink`];
+//! - [`server`]: the TCP server (std threads);
+//! - [`cli`]: the `serve` command.
+
+pub mod cli;
+pub mod dataplane;
+pub mod dispatch;
+pub mod encoding;
+pub mod profile;
+pub mod protocol;
+pub mod server;
+
+pub use dataplane::{ChannelLink, Clock, DataPlane, NullLink};
+pub use dispatch::{Action, Agent, AgentConfig, PendingPoll};
+pub use profile::CapabilityProfile;
+pub use protocol::{AgentError, ErrorCode, Reply, Request};
+pub use server::{Server, ServerConfig, ServerHandle};

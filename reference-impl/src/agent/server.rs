@@ -1,0 +1,378 @@
+//! The agent's TCP server: JSON lines over `std::net`, no async runtime.
+//!
+//! One engine thread owns the [`Agent`] (and so the [`crate::Device`]) and
+//! the [`DataPlane`]; it alternates between the requests that have arrived
+//! and a pump slice of the data plane, so frames keep moving while
+//! requests are served and while a `poll_cq` waits. One small thread per
+//! connection reads bounded lines and writes replies; it hands each line to
+//! the engine over a channel and waits for the reply, so replies on a
+//! connection come in request order. A request waits at most one pump slice
+//! (1 ms by default) before the engine sees it.
+//!
+//! Threads rather than an async runtime: the engine must block in the data
+//! plane's own wait (a channel, or `poll(2)` on a raw socket), the
+//! connection count is tiny (one harness), and std is enough.
+
+use super::dataplane::{Clock, DataPlane};
+use super::dispatch::{Action, Agent, PendingPoll};
+use super::protocol::{AgentError, ErrorCode, MAX_LINE, Reply};
+use std::collections::HashMap;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Most connections served at once; more are refused with an error line.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// What a connection thread hands the engine.
+enum Job {
+    Line {
+        line: LineRead,
+        reply: Sender<Outgoing>,
+    },
+    Closed(u64),
+}
+
+struct Outgoing {
+    text: String,
+    close: bool,
+}
+
+/// One line read from a connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LineRead {
+    /// A complete line, newline (and a preceding `\r`) removed.
+    Line(Vec<u8>),
+    /// A line longer than the bound, discarded; its length in bytes.
+    TooLong(usize),
+    /// End of stream.
+    Eof,
+}
+
+/// Reads one line of at most `max` bytes; a longer one is consumed up to
+/// its newline without being kept. A last line without newline counts.
+pub fn read_line_bounded<R: BufRead>(r: &mut R, max: usize) -> io::Result<LineRead> {
+    let mut line = Vec::new();
+    let mut total = 0usize;
+    let mut too_long = false;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(if total == 0 && line.is_empty() && !too_long {
+                LineRead::Eof
+            } else if too_long {
+                LineRead::TooLong(total)
+            } else {
+                LineRead::Line(line)
+            });
+        }
+        let newline = buf.iter().position(|&b| b == b'\n');
+        let chunk = &buf[..newline.unwrap_or(buf.len())];
+        total = total.saturating_add(chunk.len());
+        if !too_long {
+            if line.len() + chunk.len() > max {
+                too_long = true;
+                line = Vec::new();
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        let used = newline.map_or(buf.len(), |i| i + 1);
+        r.consume(used);
+        if newline.is_some() {
+            if too_long {
+                return Ok(LineRead::TooLong(total));
+            }
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Ok(LineRead::Line(line));
+        }
+    }
+}
+
+/// Server settings.
+#[derive(Clone, Copy, Debug)]
+pub struct ServerConfig {
+    /// Longest data-plane pump between two looks at the request queue.
+    pub slice: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            slice: Duration::from_millis(1),
+        }
+    }
+}
+
+/// A bound, not yet running agent server.
+pub struct Server {
+    listener: TcpListener,
+    agent: Agent,
+    data_plane: Box<dyn DataPlane>,
+    config: ServerConfig,
+}
+
+/// A server running on its own thread.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops the server, closes its connections and waits for it.
+    pub fn stop(mut self) -> io::Result<()> {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("agent server thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Server {
+    /// Binds `addr` (use port 0 for an ephemeral port).
+    pub fn bind(
+        addr: impl ToSocketAddrs,
+        agent: Agent,
+        data_plane: Box<dyn DataPlane>,
+        config: ServerConfig,
+    ) -> io::Result<Server> {
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        Ok(Server {
+            listener,
+            agent,
+            data_plane,
+            config,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Runs on a new thread until [`ServerHandle::stop`].
+    pub fn spawn(self) -> io::Result<ServerHandle> {
+        let addr = self.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("agent-engine".into())
+            .spawn(move || self.run(&flag))?;
+        Ok(ServerHandle {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Serves until `stop` is set or the data plane fails.
+    pub fn run(mut self, stop: &AtomicBool) -> io::Result<()> {
+        let clock = Clock::new();
+        let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
+        let mut conns: HashMap<u64, TcpStream> = HashMap::new();
+        let mut next_conn = 0u64;
+        let mut pending: Vec<(PendingPoll, u64, Sender<Outgoing>)> = Vec::new();
+        let result = loop {
+            if stop.load(Ordering::SeqCst) {
+                break Ok(());
+            }
+            self.accept(&jobs_tx, &mut conns, &mut next_conn);
+            let now = clock.now_ns();
+            self.agent.device_mut().handle_timeout(now); // verbs act at `now`
+            self.serve_jobs(&jobs_rx, &mut conns, &mut pending, now);
+            self.settle_pending(&mut pending, clock.now_ns());
+            let until = clock.now_ns() + self.config.slice.as_nanos() as u64;
+            if let Err(e) = self.data_plane.pump(self.agent.device_mut(), &clock, until) {
+                break Err(e);
+            }
+            self.settle_pending(&mut pending, clock.now_ns());
+        };
+        for stream in conns.values() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        result
+    }
+
+    fn accept(&mut self, jobs: &Sender<Job>, conns: &mut HashMap<u64, TcpStream>, next: &mut u64) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_nodelay(true);
+            if conns.len() >= MAX_CONNECTIONS {
+                let reply = Reply::err(
+                    None,
+                    AgentError::general(
+                        ErrorCode::ResourceExhausted,
+                        format!("at most {MAX_CONNECTIONS} connections"),
+                    ),
+                );
+                let mut s = stream;
+                let _ = writeln!(s, "{}", reply.to_json());
+                continue;
+            }
+            let Ok(clone) = stream.try_clone() else {
+                continue;
+            };
+            let id = *next;
+            *next += 1;
+            let jobs = jobs.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("agent-conn-{id}"))
+                .spawn(move || connection(id, stream, jobs));
+            if spawned.is_ok() {
+                conns.insert(id, clone);
+            }
+        }
+    }
+
+    fn serve_jobs(
+        &mut self,
+        jobs: &Receiver<Job>,
+        conns: &mut HashMap<u64, TcpStream>,
+        pending: &mut Vec<(PendingPoll, u64, Sender<Outgoing>)>,
+        now: u64,
+    ) {
+        while let Ok(job) = jobs.try_recv() {
+            let (line, reply) = match job {
+                Job::Closed(id) => {
+                    conns.remove(&id);
+                    continue;
+                }
+                Job::Line { line, reply } => (line, reply),
+            };
+            let action = match line {
+                LineRead::Line(bytes) => self.agent.handle_line(&bytes),
+                LineRead::TooLong(n) => Action::Reply(Reply::err(
+                    None,
+                    AgentError::general(
+                        ErrorCode::LineTooLong,
+                        format!("line of {n} bytes exceeds {MAX_LINE}"),
+                    ),
+                )),
+                LineRead::Eof => continue,
+            };
+            match action {
+                Action::Reply(r) => send(&reply, &r, false),
+                Action::Close(r) => send(&reply, &r, true),
+                Action::Wait(p) => {
+                    let deadline = now.saturating_add(p.wait_ms.saturating_mul(1_000_000));
+                    pending.push((p, deadline, reply));
+                }
+            }
+        }
+    }
+
+    fn settle_pending(
+        &mut self,
+        pending: &mut Vec<(PendingPoll, u64, Sender<Outgoing>)>,
+        now: u64,
+    ) {
+        pending.retain(|(p, deadline, reply)| {
+            if let Some(r) = self.agent.try_poll(p) {
+                send(reply, &r, false);
+                false
+            } else if now >= *deadline {
+                send(reply, &self.agent.finish_poll(p), false);
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+fn send(to: &Sender<Outgoing>, reply: &Reply, close: bool) {
+    let _ = to.send(Outgoing {
+        text: reply.to_json(),
+        close,
+    });
+}
+
+/// A connection thread: read a line, hand it over, write the reply.
+fn connection(id: u64, stream: TcpStream, jobs: Sender<Job>) {
+    let (reply_tx, reply_rx) = mpsc::channel();
+    if let Ok(read_half) = stream.try_clone() {
+        let mut reader = BufReader::with_capacity(64 * 1024, read_half);
+        let mut writer = &stream;
+        loop {
+            let line = match read_line_bounded(&mut reader, MAX_LINE) {
+                Ok(LineRead::Eof) | Err(_) => break,
+                Ok(line) => line,
+            };
+            let job = Job::Line {
+                line,
+                reply: reply_tx.clone(),
+            };
+            if jobs.send(job).is_err() {
+                break;
+            }
+            let Ok(out) = reply_rx.recv() else { break };
+            let mut text = out.text;
+            text.push('\n');
+            if writer.write_all(text.as_bytes()).is_err() || out.close {
+                break;
+            }
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+    let _ = jobs.send(Job::Closed(id));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> Vec<LineRead> {
+        let mut r = BufReader::with_capacity(7, input);
+        let mut out = Vec::new();
+        loop {
+            let l = read_line_bounded(&mut r, max).unwrap();
+            if l == LineRead::Eof {
+                return out;
+            }
+            out.push(l);
+        }
+    }
+
+    #[test]
+    fn bounded_lines() {
+        use LineRead::*;
+        assert_eq!(
+            lines(b"ab\r\n0123456789abcdef\nxyz\n\nlast", 10),
+            vec![
+                Line(b"ab".to_vec()),
+                TooLong(16),
+                Line(b"xyz".to_vec()),
+                Line(vec![]),
+                Line(b"last".to_vec()),
+            ]
+        );
+        assert_eq!(lines(b"", 10), vec![]);
+        assert_eq!(lines(b"0123456789", 10), vec![Line(b"0123456789".to_vec())]);
+        assert_eq!(lines(b"0123456789a", 10), vec![TooLong(11)]);
+    }
+}
