@@ -1,11 +1,12 @@
-//! `serve`: the command that runs the agent. Kept free of any argument
-//! library so any binary can call it: `metaroce-ref serve ARGS...` passes
-//! its arguments to [`serve`]; a binary that owns its own data-plane driver
-//! calls [`serve_with`].
+//! `serve`: running the agent. Kept free of any argument library: the
+//! `metaroce-ref serve` subcommand parses its command line (clap) into a
+//! [`ServeArgs`] and calls [`serve`], which opens the data plane the
+//! arguments name — the raw socket of `--iface` (feature `raw`), else the
+//! null link — and runs the server. A program with its own data-plane
+//! driver calls [`serve_with`].
 
 use super::dataplane::{DataPlane, NullLink};
 use super::dispatch::{Agent, AgentConfig};
-use super::encoding::{hex_decode, parse_mac};
 use super::server::{Server, ServerConfig};
 use crate::DeviceConfig;
 use core::net::Ipv4Addr;
@@ -14,82 +15,47 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-/// Usage text of `serve`.
-pub const USAGE: &str = "\
-usage: serve [--listen ADDR:PORT] [--mac MAC] [--ip IPV4] [--seed HEX64] [--slice-us N]
+/// Default listening address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7471";
+/// Default data-plane MAC when no interface gives one.
+pub const DEFAULT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+/// Default data-plane IPv4.
+pub const DEFAULT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+/// Default pump slice.
+pub const DEFAULT_SLICE: Duration = Duration::from_millis(1);
 
-Runs the MetaRoCE agent (reference-impl/AGENT.md): JSON lines over TCP.
-  --listen ADDR:PORT  where to listen (default 127.0.0.1:7471)
-  --mac MAC           the device's data-plane MAC (default 02:00:00:00:00:01)
-  --ip IPV4           the device's data-plane IPv4 (default 10.0.0.1)
-  --seed HEX64        32-byte seed of keys, PSNs, QPNs (default: /dev/urandom)
-  --slice-us N        longest data-plane pump between requests (default 1000)
-Without a data-plane driver the agent discards the frames it sends (null link).";
-
-/// Parsed arguments of `serve`.
+/// What `serve` runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServeArgs {
-    /// Listening address.
+    /// Listening address of the control plane (JSON lines over TCP).
     pub listen: String,
-    /// Data-plane MAC.
-    pub mac: [u8; 6],
-    /// Data-plane IPv4.
+    /// Interface of the data plane (an AF_PACKET socket, feature `raw`);
+    /// `None`: the null link (frames sent are discarded).
+    pub iface: Option<String>,
+    /// Data-plane MAC; `None`: the interface's MAC, or [`DEFAULT_MAC`]
+    /// without an interface.
+    pub mac: Option<[u8; 6]>,
+    /// Data-plane IPv4 (the device's; it need not be configured on the
+    /// interface, and should not be: the kernel would answer RoCE frames
+    /// with ICMP port unreachable).
     pub ip: Ipv4Addr,
     /// Seed; `None` reads 32 bytes from `/dev/urandom`.
     pub seed: Option<[u8; 32]>,
-    /// Pump slice.
+    /// Pump slice: the longest data-plane pump between two looks at the
+    /// requests.
     pub slice: Duration,
 }
 
 impl Default for ServeArgs {
     fn default() -> Self {
         ServeArgs {
-            listen: "127.0.0.1:7471".into(),
-            mac: [2, 0, 0, 0, 0, 1],
-            ip: Ipv4Addr::new(10, 0, 0, 1),
+            listen: DEFAULT_LISTEN.into(),
+            iface: None,
+            mac: None,
+            ip: DEFAULT_IP,
             seed: None,
-            slice: Duration::from_millis(1),
+            slice: DEFAULT_SLICE,
         }
-    }
-}
-
-impl ServeArgs {
-    /// Parses `serve`'s arguments (without the program or subcommand name).
-    pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<ServeArgs, String> {
-        let mut out = ServeArgs::default();
-        let mut it = args.into_iter();
-        while let Some(flag) = it.next() {
-            let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-            match flag.as_str() {
-                "--listen" => out.listen = value()?,
-                "--mac" => out.mac = parse_mac(&value()?)?,
-                "--ip" => {
-                    out.ip = value()?
-                        .parse()
-                        .map_err(|_| "--ip needs an IPv4 address".to_string())?;
-                }
-                "--seed" => {
-                    let bytes = hex_decode(&value()?)?;
-                    out.seed = Some(
-                        bytes
-                            .try_into()
-                            .map_err(|_| "--seed needs 64 hex digits".to_string())?,
-                    );
-                }
-                "--slice-us" => {
-                    let us: u64 = value()?
-                        .parse()
-                        .map_err(|_| "--slice-us needs a number".to_string())?;
-                    if !(1..=100_000).contains(&us) {
-                        return Err("--slice-us must be 1..=100000".into());
-                    }
-                    out.slice = Duration::from_micros(us);
-                }
-                "-h" | "--help" => return Err(USAGE.into()),
-                other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -100,14 +66,15 @@ fn os_seed() -> io::Result<[u8; 32]> {
     Ok(seed)
 }
 
-/// Runs the agent with `data_plane` until the process ends.
+/// Runs the agent with `data_plane` until the process ends. The device's
+/// MAC is `args.mac`, else [`DEFAULT_MAC`].
 pub fn serve_with(args: &ServeArgs, data_plane: Box<dyn DataPlane>) -> io::Result<()> {
     let seed = match args.seed {
         Some(s) => s,
         None => os_seed()?,
     };
     let agent = Agent::new(AgentConfig::reference(
-        DeviceConfig::new(args.mac, args.ip),
+        DeviceConfig::new(args.mac.unwrap_or(DEFAULT_MAC), args.ip),
         seed,
     ));
     let server = Server::bind(
@@ -120,16 +87,57 @@ pub fn serve_with(args: &ServeArgs, data_plane: Box<dyn DataPlane>) -> io::Resul
     server.run(&AtomicBool::new(false))
 }
 
-/// `serve ARGS...` with the null data plane; the exit code for `main`.
-pub fn serve<I: IntoIterator<Item = String>>(args: I) -> ExitCode {
-    let args = match ServeArgs::parse(args) {
-        Ok(a) => a,
-        Err(msg) => {
-            eprintln!("{msg}");
-            return ExitCode::from(4);
-        }
+/// Opens the data plane `args` names: the raw socket of `args.iface`, else
+/// the null link. Returns it with `args` completed (the MAC resolved).
+pub fn open_data_plane(args: &ServeArgs) -> io::Result<(ServeArgs, Box<dyn DataPlane>)> {
+    let Some(iface) = args.iface.as_deref() else {
+        return Ok((args.clone(), Box::new(NullLink::default())));
     };
-    match serve_with(&args, Box::new(NullLink::default())) {
+    open_raw(args, iface)
+}
+
+#[cfg(feature = "raw")]
+fn open_raw(args: &ServeArgs, iface: &str) -> io::Result<(ServeArgs, Box<dyn DataPlane>)> {
+    use super::encoding::format_mac;
+    use crate::drivers::raw::{RawConfig, RawPort, interface_mac};
+    let own = interface_mac(iface).map_err(io::Error::other)?;
+    let mac = args.mac.unwrap_or(own);
+    let port = RawPort::open(
+        iface,
+        RawConfig {
+            // Only a foreign MAC needs the interface to accept every frame.
+            promiscuous: mac != own,
+            ..RawConfig::default()
+        },
+    )
+    .map_err(io::Error::other)?;
+    eprintln!(
+        "metaroce agent data plane: AF_PACKET on {iface}, MAC {}{}, socket receive buffer {}",
+        format_mac(mac),
+        if mac == own { "" } else { " (promiscuous)" },
+        port.socket_rx_buffer()
+            .map_or_else(|| "default".into(), |n| format!("{n} bytes")),
+    );
+    let args = ServeArgs {
+        mac: Some(mac),
+        ..args.clone()
+    };
+    Ok((args, Box::new(port)))
+}
+
+#[cfg(not(feature = "raw"))]
+fn open_raw(_: &ServeArgs, iface: &str) -> io::Result<(ServeArgs, Box<dyn DataPlane>)> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("--iface {iface}: built without the `raw` feature"),
+    ))
+}
+
+/// Opens the data plane and serves; the exit code for `main`: 2 when the
+/// data plane cannot be opened or the server fails.
+pub fn serve(args: &ServeArgs) -> ExitCode {
+    let result = open_data_plane(args).and_then(|(args, data_plane)| serve_with(&args, data_plane));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agent: {e}");
@@ -143,36 +151,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_arguments() {
-        let a = ServeArgs::parse(
-            [
-                "--listen",
-                "127.0.0.1:0",
-                "--mac",
-                "02:00:00:00:00:0b",
-                "--ip",
-                "10.0.0.2",
-                "--seed",
-                &"ab".repeat(32),
-                "--slice-us",
-                "250",
-            ]
-            .map(String::from),
-        )
-        .unwrap();
-        assert_eq!(a.listen, "127.0.0.1:0");
-        assert_eq!(a.mac, [2, 0, 0, 0, 0, 0xb]);
-        assert_eq!(a.ip, Ipv4Addr::new(10, 0, 0, 2));
-        assert_eq!(a.seed, Some([0xab; 32]));
-        assert_eq!(a.slice, Duration::from_micros(250));
-        assert_eq!(ServeArgs::parse(Vec::new()).unwrap(), ServeArgs::default());
-        for bad in [
-            &["--mac", "zz"][..],
-            &["--seed", "abcd"],
-            &["--ip"],
-            &["--bogus"],
-        ] {
-            assert!(ServeArgs::parse(bad.iter().map(|s| s.to_string())).is_err());
-        }
+    fn without_an_interface_the_null_link_and_the_default_mac() {
+        let (args, _) = open_data_plane(&ServeArgs::default()).unwrap();
+        assert_eq!(args, ServeArgs::default());
+        let bad = ServeArgs {
+            iface: Some("mr-no-such-if".into()),
+            ..ServeArgs::default()
+        };
+        let err = open_data_plane(&bad).err().unwrap();
+        assert!(err.to_string().contains("mr-no-such-if"), "{err}");
     }
 }

@@ -18,9 +18,9 @@
 //! 4. returns at `until_ns` at the latest (earlier is allowed).
 //!
 //! [`service`] and [`wait_deadline`] do steps 1 and 3 and compute the wait
-//! of step 2; a driver only adds its medium. A raw-socket driver is the same
-//! loop with `poll(2)` on its socket in place of the channel's
-//! `recv_timeout` (see AGENT.md §8).
+//! of step 2; a driver only adds its medium. The raw-socket driver
+//! (`drivers::raw::RawPort`, feature `raw`) is the same loop around an
+//! AF_PACKET socket (AGENT.md §10).
 
 use crate::Device;
 use std::io;

@@ -10,7 +10,7 @@
 //! (1 ms by default) before the engine sees it.
 //!
 //! Threads rather than an async runtime: the engine must block in the data
-//! plane's own wait (a channel, or `poll(2)` on a raw socket), the
+//! plane's own wait (a channel, or a raw socket's receive queue), the
 //! connection count is tiny (one harness), and std is enough.
 
 use super::dataplane::{Clock, DataPlane};

@@ -5,11 +5,15 @@
 //!   interface (AF_PACKET, needs root), which runs a fixed traffic
 //!   programme (SEND, WRITE, WRITE with immediate, READ) against another
 //!   `peer` and verifies every byte. Used by the veth end-to-end test.
+//! - `serve`: the agent (AGENT.md), driven over TCP by the conformance
+//!   harness, with its data plane on an interface (`--iface`, AF_PACKET) or
+//!   on the null link.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod peer;
+mod serve;
 
 /// The MetaRoCE reference transport.
 #[derive(Debug, Parser)]
@@ -23,10 +27,14 @@ struct Cli {
 enum Command {
     /// Runs one endpoint of a verified Base RC exchange on an interface.
     Peer(peer::PeerArgs),
+    /// Runs the agent (AGENT.md): JSON lines over TCP, data plane on
+    /// --iface.
+    Serve(serve::ServeCmd),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Peer(args) => peer::main(&args),
+        Command::Serve(cmd) => serve::main(&cmd),
     }
 }

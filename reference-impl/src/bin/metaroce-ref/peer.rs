@@ -361,6 +361,7 @@ fn run(args: &PeerArgs, summary: &mut Value) -> Result<(), String> {
         "frames_in": s.frames_in, "frames_out": s.frames_out,
         "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
         "frames_filtered": s.frames_filtered, "rx_oversize": s.rx_oversize,
+        "rx_dropped": s.rx_dropped,
         "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
         "last_error": setup.driver.last_error(),
     });
