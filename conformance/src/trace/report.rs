@@ -49,17 +49,11 @@ pub fn render_text(cov: &Coverage, all_rows: bool) -> String {
             "id", "keyword", "observed", "model", "reference", "tests", "vectors"
         );
         for row in &cov.rows {
+            let c = cells(row);
             let _ = writeln!(
                 out,
                 "{:<10} {:<10} {:<10} {:>5} {:>9} {:>5} {:>7}  {}",
-                row.req.id,
-                row.req.keyword.as_str(),
-                row.req.observation.as_str(),
-                row.cited.count(Place::Model),
-                row.cited.count(Place::Reference),
-                row.cited.count(Place::Test),
-                row.cited.count(Place::Vector),
-                row.status()
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
             );
         }
     }
@@ -79,18 +73,22 @@ pub fn render_markdown(cov: &Coverage) -> String {
         "| ID | keyword | observed | model | reference | tests | vectors | status |\n|---|---|---|---|---|---|---|---|\n",
     );
     for row in &cov.rows {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            row.req.id,
-            row.req.keyword.as_str(),
-            row.req.observation.as_str(),
-            row.cited.count(Place::Model),
-            row.cited.count(Place::Reference),
-            row.cited.count(Place::Test),
-            row.cited.count(Place::Vector),
-            row.status()
-        );
+        let _ = writeln!(out, "| {} |", cells(row).join(" | "));
     }
     out
+}
+
+/// One requirement's cells: ID, keyword, observation, the citation counts
+/// (model, reference, tests, vectors) and the status.
+fn cells(row: &super::Row) -> [String; 8] {
+    [
+        row.req.id.to_string(),
+        row.req.keyword.as_str().to_string(),
+        row.req.observation.as_str().to_string(),
+        row.cited.count(Place::Model).to_string(),
+        row.cited.count(Place::Reference).to_string(),
+        row.cited.count(Place::Test).to_string(),
+        row.cited.count(Place::Vector).to_string(),
+        row.status().to_string(),
+    ]
 }
