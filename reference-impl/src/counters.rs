@@ -30,6 +30,12 @@ pub struct Counters {
     pub cnp_received: u64,
     /// Packets received with ECN CE.
     pub ecn_ce_received: u64,
+    /// MP request packets dropped outside the receive window (MR-MPW-1).
+    pub mp_out_of_window: u64,
+    /// MP entropy values retired (MR-MPF-9).
+    pub mp_entropy_retired: u64,
+    /// MP probes sent (MR-MPF-9).
+    pub mp_probes_sent: u64,
     /// Frames handed out by `poll_transmit` (not a SPEC counter).
     pub frames_sent: u64,
     /// Frames given to `handle_frame` (not a SPEC counter).

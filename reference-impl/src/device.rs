@@ -5,6 +5,8 @@
 use crate::counters::Counters;
 use crate::cq::{CqHandle, CqTable, WorkCompletion};
 use crate::error::VerbsError;
+use crate::mp::config::MpAttrs;
+use crate::mp::{is_mp_opcode, is_mp_response};
 use crate::mr::{Access, Memory, MrInfo, PdHandle};
 use crate::qp::{Env, Qp, QpAttrs, QpConfig, QpInfo, QpInit, QpState, QpType, QueueDepths};
 use crate::rc::is_response;
@@ -222,6 +224,48 @@ impl Device {
         self.with_qp(qpn, |qp, env| qp.modify(to, attrs, caps, env))?
     }
 
+    /// INIT to RTR of an MP QP (SPEC §7.1, MR-MPN-1): the attributes of
+    /// `modify_qp` plus the MP parameters, checked all-or-nothing
+    /// (MR-MPS-2, MR-MPW-4). The QP then runs the MP strategy until RESET;
+    /// nothing can change `mp`, `mp_window` or `mp_trim_dscp` afterwards.
+    pub fn modify_qp_mp(
+        &mut self,
+        qpn: u32,
+        attrs: &QpAttrs,
+        mp: &MpAttrs,
+    ) -> Result<(), VerbsError> {
+        let caps = (
+            self.config.max_pmtu,
+            self.config.max_rd_atomic,
+            self.config.max_dest_rd_atomic,
+        );
+        let pmtu = match (attrs.pmtu, self.qps.get(&qpn)) {
+            (Some(p), _) => p,
+            (None, Some(qp)) => qp.cfg.pmtu,
+            (None, None) => return Err(VerbsError::UnknownQp(qpn)),
+        };
+        let mp = mp.check(pmtu)?;
+        let seed = u64::from(self.rng.next_u32()) << 32 | u64::from(self.rng.next_u32());
+        self.with_qp(qpn, |qp, env| qp.modify_mp(attrs, caps, mp, seed, env))?
+    }
+
+    /// A one-line summary of an MP QP's state (diagnostics).
+    #[doc(hidden)]
+    pub fn mp_summary(&self, qpn: u32) -> String {
+        match self.qps.get(&qpn).map(|q| &q.transport) {
+            Some(crate::qp::Transport::Mp(mp)) => mp.summary(),
+            _ => String::new(),
+        }
+    }
+
+    /// Whether a QP runs the MP strategy.
+    pub fn is_mp(&self, qpn: u32) -> Result<bool, VerbsError> {
+        self.qps
+            .get(&qpn)
+            .map(Qp::is_mp)
+            .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
     /// The QP's state and effective attributes (MR-PICS-5).
     pub fn query_qp(&self, qpn: u32) -> Result<QpInfo, VerbsError> {
         self.qps
@@ -311,6 +355,8 @@ impl Device {
         // Rows 12, 15: class must match the QP type; FLUSH and ATOMIC WRITE
         // are declared absent (MR-PICS-3).
         let class_ok = match qp.cfg.qp_type {
+            // MR-MPN-2: an MP QP takes MP opcodes only; a Base QP never.
+            QpType::Rc if qp.is_mp() => is_mp_opcode(op.0),
             QpType::Rc => {
                 op.class() == ServiceClass::Rc
                     && op != Opcode::RC_FLUSH
@@ -324,6 +370,8 @@ impl Device {
         }
         // Row 16: the state must accept the packet kind (MR-QP-3/4/5).
         let state_ok = match qp.cfg.qp_type {
+            QpType::Rc if qp.is_mp() && is_mp_response(op.0) => qp.state.accepts_responses(),
+            QpType::Rc if qp.is_mp() => qp.state.accepts_requests(),
             QpType::Rc if is_response(op.0) => qp.state.accepts_responses(),
             _ => qp.state.accepts_requests(),
         };
@@ -360,9 +408,11 @@ impl Device {
             c.icrc_errors += 1;
             return;
         }
+        let qp_is_mp = qp.is_mp();
         if pkt.ecn == ECN_CE {
             c.ecn_ce_received += 1;
-            if op != Opcode::RC_ACK && op != Opcode::RC_ATOMIC_ACK {
+            // MR-MPN-3: an MP QP sends no CNP.
+            if op != Opcode::RC_ACK && op != Opcode::RC_ATOMIC_ACK && !qp_is_mp {
                 self.maybe_cnp(dest, pkt);
             }
         }

@@ -12,7 +12,8 @@
 //!   `poll_cq`, `read_mr`/`write_mr`) act immediately.
 //! - Each QP holds its configuration, its state (the one transition table
 //!   of [`qp::state`]) and a transport strategy: Base RC (requester +
-//!   responder, `rc/`) or UD. MP will be another strategy beside Base RC.
+//!   responder, `rc/`), MP (SPEC §7, `mp/`, chosen per QP by
+//!   [`Device::modify_qp_mp`]) or UD.
 //! - Every frame is parsed and emitted with `metaroce-codec`; the receive
 //!   path applies the checks of SPEC §9.2 in table order before any QP sees
 //!   a packet.
@@ -43,6 +44,7 @@ pub mod cq;
 mod device;
 pub mod drivers;
 mod error;
+mod mp;
 pub mod mr;
 pub mod qp;
 mod rc;
@@ -58,6 +60,7 @@ pub use counters::Counters;
 pub use cq::{CqHandle, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{Device, DeviceConfig};
 pub use error::VerbsError;
+pub use mp::config::{MpAttrs, MpEntropy, MpTuning};
 pub use mr::{Access, MrInfo, PdHandle};
 pub use qp::{AddressVector, QpAttrs, QpInfo, QpInit, QpState, QpType, QueueDepths};
 pub use ud::UD_HEADER_SPACE;

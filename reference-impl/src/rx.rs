@@ -16,6 +16,10 @@ pub(crate) struct RxPacket<'a> {
     pub src_ip: Ipv4Addr,
     pub dst_ip: Ipv4Addr,
     pub ecn: u8,
+    /// UDP source port (the entropy value of an MP packet).
+    pub udp_src_port: u16,
+    /// A trimmed MP packet (SPEC §7.10); not detected by this decoder yet.
+    pub trimmed: bool,
     /// The ICRC matched (checked at row 21 by the device).
     pub icrc_ok: bool,
 }
@@ -74,6 +78,8 @@ pub(crate) fn decode<'a>(bytes: &'a [u8], options: &ParseOptions) -> Decoded<'a>
         src_ip: v4.src,
         dst_ip: v4.dst,
         ecn: v4.ecn(),
+        udp_src_port: udp.src_port,
+        trimmed: false,
         icrc_ok,
     }))
 }

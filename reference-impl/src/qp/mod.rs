@@ -1,12 +1,14 @@
 //! Queue pairs: configuration, state transitions, and the per-QP transport
-//! strategy (Base RC or UD today; MP will be another [`Transport`] variant
-//! beside Base RC, sharing this state machine, memory checks and encapsulation).
+//! strategy (Base RC, MP beside it, or UD), sharing this state machine,
+//! memory checks and encapsulation.
 
 pub mod state;
 
 use crate::counters::Counters;
 use crate::cq::{CqHandle, CqTable, WcStatus, WorkCompletion};
 use crate::error::VerbsError;
+use crate::mp::MpTransport;
+use crate::mp::config::MpConfig;
 use crate::mr::{Access, Memory, PdHandle};
 use crate::rc::RcTransport;
 use crate::rx::RxPacket;
@@ -240,6 +242,8 @@ pub(crate) enum Transport {
     Rc(Box<RcTransport>),
     /// UD (SPEC §6.20).
     Ud(UdTransport),
+    /// MP (SPEC §7), negotiated at INIT to RTR.
+    Mp(Box<MpTransport>),
 }
 
 /// One queue pair.
@@ -353,6 +357,32 @@ impl Qp {
         }
     }
 
+    /// INIT to RTR with the MP attributes (MR-MPN-1): the transition of
+    /// `modify`, then the MP strategy replaces Base RC.
+    pub(crate) fn modify_mp(
+        &mut self,
+        attrs: &QpAttrs,
+        caps: (u32, u8, u8),
+        mp: MpConfig,
+        seed: u64,
+        env: &mut Env<'_>,
+    ) -> Result<(), VerbsError> {
+        if self.cfg.qp_type != QpType::Rc || self.state != QpState::Init {
+            return Err(VerbsError::InvalidTransition {
+                from: self.state,
+                to: QpState::Rtr,
+            });
+        }
+        self.modify(QpState::Rtr, attrs, caps, env)?;
+        self.transport = Transport::Mp(Box::new(MpTransport::new(&self.cfg, mp, seed)));
+        Ok(())
+    }
+
+    /// Whether the QP runs the MP strategy.
+    pub(crate) fn is_mp(&self) -> bool {
+        matches!(self.transport, Transport::Mp(_))
+    }
+
     /// MR-QP-9: expected PSN = rq_psn, MSN = 0.
     fn on_rtr(&mut self) {
         if let Transport::Rc(rc) = &mut self.transport {
@@ -365,6 +395,7 @@ impl Qp {
         match &mut self.transport {
             Transport::Rc(rc) => rc.req.start(&self.cfg),
             Transport::Ud(ud) => ud.start(&self.cfg),
+            Transport::Mp(mp) => mp.start_requester(&self.cfg),
         }
     }
 
@@ -374,6 +405,7 @@ impl Qp {
         match &mut self.transport {
             Transport::Rc(rc) => rc.flush(&self.cfg, env),
             Transport::Ud(ud) => ud.flush(&self.cfg, env),
+            Transport::Mp(mp) => mp.flush(&self.cfg, env),
         }
     }
 
@@ -395,6 +427,7 @@ impl Qp {
         match &mut self.transport {
             Transport::Rc(rc) => rc.req.post(&self.cfg, wr, flushed, env)?,
             Transport::Ud(ud) => ud.post_send(&self.cfg, wr, flushed, env)?,
+            Transport::Mp(mp) => mp.req.post(&self.cfg, wr, flushed, env)?,
         }
         self.settle(env);
         Ok(())
@@ -412,7 +445,9 @@ impl Qp {
         match &mut self.transport {
             Transport::Rc(rc) => rc.rsp.post_recv(wr),
             Transport::Ud(ud) => ud.post_recv(wr),
+            Transport::Mp(mp) => mp.rsp.post_recv(&self.cfg, wr, env),
         }
+        self.settle(env);
         Ok(())
     }
 
@@ -421,6 +456,7 @@ impl Qp {
         match &mut self.transport {
             Transport::Rc(rc) => rc.handle_packet(&self.cfg, self.state, pkt, env),
             Transport::Ud(ud) => ud.handle_packet(&self.cfg, pkt, env),
+            Transport::Mp(mp) => mp.handle_packet(&self.cfg, self.state, pkt, env),
         }
         self.settle(env);
     }
@@ -428,6 +464,7 @@ impl Qp {
     pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>) -> Option<Vec<u8>> {
         let frame = match &mut self.transport {
             Transport::Rc(rc) => rc.poll_transmit(&self.cfg, self.state, env),
+            Transport::Mp(mp) => mp.poll_transmit(&self.cfg, self.state, env),
             Transport::Ud(ud) => {
                 let out = ud.poll_transmit(&self.cfg, self.state, env);
                 if env.enter_err {
@@ -446,13 +483,16 @@ impl Qp {
     pub(crate) fn poll_timeout(&self) -> Option<u64> {
         match (&self.transport, self.state) {
             (Transport::Rc(rc), QpState::Rts) => rc.req.poll_timeout(),
+            (Transport::Mp(mp), state) => mp.poll_timeout(state),
             _ => None,
         }
     }
 
     pub(crate) fn handle_timeout(&mut self, env: &mut Env<'_>) {
-        if let (Transport::Rc(rc), QpState::Rts) = (&mut self.transport, self.state) {
-            rc.req.handle_timeout(&self.cfg, env);
+        match (&mut self.transport, self.state) {
+            (Transport::Rc(rc), QpState::Rts) => rc.req.handle_timeout(&self.cfg, env),
+            (Transport::Mp(mp), state) => mp.handle_timeout(&self.cfg, state, env),
+            _ => {}
         }
         self.settle(env);
     }
@@ -489,6 +529,7 @@ impl Qp {
         match &self.transport {
             Transport::Rc(rc) => rc.queue_depths(),
             Transport::Ud(ud) => ud.queue_depths(),
+            Transport::Mp(mp) => mp.queue_depths(),
         }
     }
 }

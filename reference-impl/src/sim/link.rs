@@ -3,6 +3,7 @@
 //! frames in flight ordered by arrival time.
 
 use super::impair::{Impairments, SimRng};
+use super::paths::{PortRule, path_of, udp_src_port};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -44,6 +45,9 @@ pub struct Link {
     in_flight: BinaryHeap<Reverse<(u64, u64, Vec<u8>)>>,
     held: Vec<Held>,
     stats: LinkStats,
+    /// Extra delay of each parallel path (empty: one path).
+    paths: Vec<u64>,
+    rules: Vec<PortRule>,
 }
 
 /// Ethernet header length (frames carry no VLAN tag here).
@@ -60,7 +64,20 @@ impl Link {
             in_flight: BinaryHeap::new(),
             held: Vec::new(),
             stats: LinkStats::default(),
+            paths: Vec::new(),
+            rules: Vec::new(),
         }
+    }
+
+    /// Parallel paths with these extra one-way delays; a frame takes the
+    /// one a hash of its UDP source port selects ([`path_of`]).
+    pub fn set_paths(&mut self, extra_delay_ns: Vec<u64>) {
+        self.paths = extra_delay_ns;
+    }
+
+    /// Adds an impairment for one UDP source port.
+    pub fn add_rule(&mut self, rule: PortRule) {
+        self.rules.push(rule);
     }
 
     /// Statistics so far.
@@ -88,6 +105,21 @@ impl Link {
             self.stats.dropped += 1;
             return;
         }
+        let port = udp_src_port(&frame);
+        let rule = self.rules.iter().find(|r| Some(r.port) == port).copied();
+        if let Some(r) = rule {
+            if self.rng.chance(r.drop) {
+                self.stats.dropped += 1;
+                return;
+            }
+            if self.rng.chance(r.ecn_mark) && mark_ce(&mut frame) {
+                self.stats.marked += 1;
+            }
+        }
+        let path_delay = match (port, self.paths.len()) {
+            (Some(p), n) if n > 0 => self.paths[path_of(p, n)],
+            _ => 0,
+        };
         if self.rng.chance(self.imp.corrupt) && frame.len() > ETH_LEN {
             let at = ETH_LEN + self.rng.below((frame.len() - ETH_LEN) as u64) as usize;
             let flip = 1 + self.rng.below(255) as u8;
@@ -98,7 +130,7 @@ impl Link {
             self.stats.marked += 1;
         }
         let jitter = self.rng.below(self.imp.jitter_ns + 1);
-        let arrival = self.busy_until + self.imp.delay_ns + jitter;
+        let arrival = self.busy_until + self.imp.delay_ns + jitter + path_delay;
         let copies = if self.rng.chance(self.imp.duplicate) {
             self.stats.duplicated += 1;
             2

@@ -8,9 +8,11 @@
 
 mod impair;
 mod link;
+mod paths;
 
 pub use impair::{Impairments, SimRng};
 pub use link::{Link, LinkStats};
+pub use paths::{PortRule, path_of, udp_src_port};
 
 use crate::Device;
 use crate::drivers::memory::MemoryDriver;
@@ -62,6 +64,11 @@ impl Network {
     /// The link from `a` to `b`.
     pub fn link(&self, a: usize, b: usize) -> Option<&Link> {
         self.links.get(&(a, b))
+    }
+
+    /// The link from `a` to `b`, to add paths or port rules.
+    pub fn link_mut(&mut self, a: usize, b: usize) -> Option<&mut Link> {
+        self.links.get_mut(&(a, b))
     }
 
     /// Frames sent to a MAC no device has.

@@ -1,0 +1,266 @@
+//! MP parameters negotiated at connect (SPEC §7.1) and the local constants of
+//! SPEC §10.3, with their range checks.
+
+use crate::error::VerbsError;
+
+/// How the entropy set of an MP QP is given (SPEC §7.1 `mp_entropy_set`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MpEntropy {
+    /// Exactly these values, each in 0xC000–0xFFFF, distinct (MR-MPS-2).
+    Values(Vec<u16>),
+    /// `n` distinct values in 0xC000–0xFFFF derived from `seed`.
+    Seeded {
+        /// Set size N (1–256).
+        n: u16,
+        /// Seed of the derivation (deterministic).
+        seed: u64,
+    },
+}
+
+/// Local sender and receiver constants of SPEC §10.3. Times in ns, except
+/// where named otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MpTuning {
+    /// `mp_reorder_threshold` K (1–64).
+    pub reorder_threshold: u8,
+    /// `mp_ack_coalesce_count` (1–64).
+    pub ack_coalesce_count: u8,
+    /// `mp_ack_coalesce_time` in ns (1–64 µs).
+    pub ack_coalesce_time_ns: u64,
+    /// `mp_rto_init` in ns.
+    pub rto_init_ns: u64,
+    /// `mp_rto_min` in ns.
+    pub rto_min_ns: u64,
+    /// `mp_rto_max` in ns.
+    pub rto_max_ns: u64,
+    /// `mp_base_rtt` before the first sample, in ns.
+    pub base_rtt_ns: u64,
+    /// `mp_target_qdelay` in ns.
+    pub target_qdelay_ns: u64,
+    /// `mp_cwnd_init` in bytes.
+    pub cwnd_init: u64,
+    /// `mp_cwnd_max` in bytes.
+    pub cwnd_max: u64,
+    /// `mp_md_factor` β in thousandths (50–500).
+    pub md_factor_milli: u16,
+    /// `mp_ai_bytes` per srtt.
+    pub ai_bytes: u64,
+    /// `mp_retire_hold` in ns.
+    pub retire_hold_ns: u64,
+    /// `mp_retire_hold_max` in ns.
+    pub retire_hold_max_ns: u64,
+}
+
+impl Default for MpTuning {
+    /// The defaults of SPEC §10.3.
+    fn default() -> Self {
+        MpTuning {
+            reorder_threshold: 3,
+            ack_coalesce_count: 16,
+            ack_coalesce_time_ns: 8_000,
+            rto_init_ns: 1_000_000,
+            rto_min_ns: 100_000,
+            rto_max_ns: 16_000_000,
+            base_rtt_ns: 10_000,
+            target_qdelay_ns: 10_000,
+            cwnd_init: 524_288,
+            cwnd_max: 786_432,
+            md_factor_milli: 300,
+            ai_bytes: 16_384,
+            retire_hold_ns: 500_000,
+            retire_hold_max_ns: 64_000_000,
+        }
+    }
+}
+
+/// The MP attributes given on the INIT to RTR transition (SPEC §7.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MpAttrs {
+    /// This QP's entropy set (the UDP source ports it sends from).
+    pub entropy: MpEntropy,
+    /// `mp_window` W in PSNs (64–16384; both ends equal).
+    pub window: u32,
+    /// `mp_trim_dscp`: DSCP of trimmed packets, `None` = trimming off.
+    pub trim_dscp: Option<u8>,
+    /// Local constants.
+    pub tuning: MpTuning,
+}
+
+impl Default for MpAttrs {
+    /// N = 128 values from seed 0, W = 1024, no trimming, §10.3 constants.
+    fn default() -> Self {
+        MpAttrs {
+            entropy: MpEntropy::Seeded { n: 128, seed: 0 },
+            window: 1024,
+            trim_dscp: None,
+            tuning: MpTuning::default(),
+        }
+    }
+}
+
+/// Declared `mp_entropy_set_max`.
+pub(crate) const ENTROPY_SET_MAX: usize = 256;
+/// Declared `mp_window_max`.
+pub(crate) const WINDOW_MAX: u32 = 16384;
+/// Lowest entropy value (SPEC §10.3).
+pub(crate) const ENTROPY_MIN: u16 = 0xC000;
+
+/// The checked, effective MP configuration of a QP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MpConfig {
+    pub values: Vec<u16>,
+    pub window: u32,
+    pub trim_dscp: Option<u8>,
+    pub tuning: MpTuning,
+}
+
+fn range(ok: bool, name: &'static str) -> Result<(), VerbsError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(VerbsError::OutOfRange(name))
+    }
+}
+
+impl MpAttrs {
+    /// Range checks of §7.1 and §10.3 (MR-MPS-2, MR-MPW-4), and the
+    /// derivation of a seeded entropy set.
+    pub(crate) fn check(&self, pmtu: u32) -> Result<MpConfig, VerbsError> {
+        let values = match &self.entropy {
+            MpEntropy::Values(v) => v.clone(),
+            MpEntropy::Seeded { n, seed } => {
+                range(
+                    (1..=ENTROPY_SET_MAX as u16).contains(n),
+                    "mp_entropy_set_size",
+                )?;
+                derive_values(usize::from(*n), *seed)
+            }
+        };
+        // MR-MPS-2: 1..=256 distinct values in 0xC000–0xFFFF.
+        range(
+            (1..=ENTROPY_SET_MAX).contains(&values.len()),
+            "mp_entropy_set_size",
+        )?;
+        range(values.iter().all(|&v| v >= ENTROPY_MIN), "mp_entropy_set")?;
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        range(sorted.len() == values.len(), "mp_entropy_set")?;
+        // MR-MPW-4.
+        range((64..=WINDOW_MAX).contains(&self.window), "mp_window")?;
+        range(self.trim_dscp.is_none_or(|d| d <= 63), "mp_trim_dscp")?;
+        let t = &self.tuning;
+        let us = 1_000;
+        range(
+            (1..=64).contains(&t.reorder_threshold),
+            "mp_reorder_threshold",
+        )?;
+        range(
+            (1..=64).contains(&t.ack_coalesce_count),
+            "mp_ack_coalesce_count",
+        )?;
+        range(
+            (us..=64 * us).contains(&t.ack_coalesce_time_ns),
+            "mp_ack_coalesce_time",
+        )?;
+        range(
+            (10 * us..=10_000 * us).contains(&t.rto_min_ns),
+            "mp_rto_min",
+        )?;
+        range(
+            (1_000 * us..=1_000_000 * us).contains(&t.rto_max_ns),
+            "mp_rto_max",
+        )?;
+        range(
+            (t.rto_min_ns..=t.rto_max_ns).contains(&t.rto_init_ns),
+            "mp_rto_init",
+        )?;
+        range((us..=10_000 * us).contains(&t.base_rtt_ns), "mp_base_rtt")?;
+        range(
+            (us..=1_000 * us).contains(&t.target_qdelay_ns),
+            "mp_target_qdelay",
+        )?;
+        range(
+            (u64::from(pmtu)..=67_108_864).contains(&t.cwnd_max),
+            "mp_cwnd_max",
+        )?;
+        range(
+            (u64::from(pmtu)..=t.cwnd_max).contains(&t.cwnd_init),
+            "mp_cwnd_init",
+        )?;
+        range((50..=500).contains(&t.md_factor_milli), "mp_md_factor")?;
+        range((256..=1_048_576).contains(&t.ai_bytes), "mp_ai_bytes")?;
+        range(
+            (10 * us..=1_000_000 * us).contains(&t.retire_hold_ns),
+            "mp_retire_hold",
+        )?;
+        range(
+            (t.retire_hold_ns..=10_000_000 * us).contains(&t.retire_hold_max_ns),
+            "mp_retire_hold_max",
+        )?;
+        Ok(MpConfig {
+            values,
+            window: self.window,
+            trim_dscp: self.trim_dscp,
+            tuning: self.tuning,
+        })
+    }
+}
+
+/// `n` distinct values in 0xC000–0xFFFF from `seed` (splitmix64 stream).
+pub(crate) fn derive_values(n: usize, seed: u64) -> Vec<u16> {
+    let mut state = seed;
+    let mut out: Vec<u16> = Vec::with_capacity(n);
+    while out.len() < n.min(0x4000) {
+        let v = ENTROPY_MIN | (splitmix(&mut state) as u16 & 0x3FFF);
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// One step of splitmix64: the deterministic generator of the MP module
+/// (entropy derivation and per-round shuffles, MR-MPS-4).
+pub(crate) fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_sets_are_distinct_and_in_range() {
+        let c = MpAttrs::default().check(4096).unwrap();
+        assert_eq!(c.values.len(), 128);
+        let mut s = c.values.clone();
+        s.sort_unstable();
+        s.dedup();
+        assert_eq!(s.len(), 128);
+        assert!(c.values.iter().all(|&v| v >= 0xC000));
+    }
+
+    #[test]
+    fn bad_sets_and_windows_are_rejected() {
+        let mut a = MpAttrs {
+            entropy: MpEntropy::Values(vec![0xC000, 0xC000]),
+            ..MpAttrs::default()
+        };
+        assert!(a.check(4096).is_err());
+        a.entropy = MpEntropy::Values(vec![0xBFFF]);
+        assert!(a.check(4096).is_err());
+        a.entropy = MpEntropy::Values(vec![]);
+        assert!(a.check(4096).is_err());
+        a.entropy = MpEntropy::Values(vec![0xC001]);
+        assert!(a.check(4096).is_ok());
+        a.window = 63;
+        assert!(a.check(4096).is_err());
+        a.window = 16385;
+        assert!(a.check(4096).is_err());
+    }
+}

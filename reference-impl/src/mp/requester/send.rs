@@ -1,0 +1,416 @@
+//! MP request packets (SPEC §7.3): packetization with MPETH on every
+//! packet, spraying (§7.4), and the order and limits of transmission:
+//! probes, then retransmissions, READ re-requests and new packets, each
+//! within cwnd (MR-MPC-1) and the receive window (MR-MPW-2).
+
+use super::{MpRequester, MpWqe};
+use crate::cq::WcStatus;
+use crate::mp::loss::{Unit, UnitState};
+use crate::qp::{Env, QpConfig};
+use crate::wire::{Out, Path};
+use crate::wr::WrOp;
+use metaroce_codec::ext::{AtomicEthRepr, IethRepr, ImmDtRepr, MpethRepr, RethRepr};
+use metaroce_codec::{Msn, Opcode};
+
+impl MpRequester {
+    /// The next request packet, if one may leave now.
+    pub(crate) fn poll_transmit(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Option<Vec<u8>> {
+        let mut path = cfg.path()?;
+        // MR-MPT-9: never the trimming DSCP.
+        if self.trim_dscp.is_some_and(|d| path.traffic_class >> 2 == d) {
+            path.traffic_class &= 0x03;
+        }
+        if let Some(v) = self.probe_now.pop_front() {
+            return Some(self.probe(path, v, env.now));
+        }
+        if self.rnr_until.is_some() {
+            return None; // MR-MPP-18
+        }
+        self.in_flight = self.flight();
+        let retx = self.retransmit(cfg, path, env);
+        if let Some(Some(frame)) = retx {
+            return Some(frame);
+        }
+        if env.enter_err {
+            return None;
+        }
+        // A re-request adds no bytes in flight: it goes even when cwnd
+        // holds back a retransmission.
+        if let Some(frame) = self.rerequest(path, env) {
+            return Some(frame);
+        }
+        if retx.is_some() {
+            return None; // retransmissions first
+        }
+        self.fresh_packet(cfg, path, env)
+    }
+
+    /// MR-MPF-4: an MP Probe on `v`.
+    fn probe(&mut self, mut path: Path, v: u16, now: u64) -> Vec<u8> {
+        let last = self.origin.add((self.sent_end as u32).wrapping_sub(1));
+        let mut out = Out::new(Opcode::MP_PROBE, last.value());
+        out.ext.mpeth = Some(MpethRepr {
+            timestamp: now as u32,
+            ..MpethRepr::default()
+        });
+        out.ack_req = true; // MR-MPH-9
+        path.udp_src_port = v;
+        path.build(out)
+    }
+
+    /// The lowest lost PSN, if cwnd allows (MR-MPL-3, MR-MPL-5, MR-MPT-6).
+    /// `Some(None)` means "stop here" (a local error or cwnd full).
+    fn retransmit(
+        &mut self,
+        cfg: &QpConfig,
+        mut path: Path,
+        env: &mut Env<'_>,
+    ) -> Option<Option<Vec<u8>>> {
+        while let Some(&key) = self.retx.first() {
+            let Some(u) = self.units.get(&key).copied() else {
+                self.retx.remove(&key);
+                continue;
+            };
+            let Some(i) = self.wqe_at(key) else {
+                self.retx.remove(&key);
+                self.units.remove(&key);
+                continue;
+            };
+            // MR-MPC-1, with one liveness exception: the oldest outstanding
+            // PSN may always be resent, since READ response bytes counted in
+            // flight can wait for it (a READ executes after it is placed).
+            let oldest = self.units.keys().next() == Some(&key);
+            if !oldest && !self.cc.allows(self.in_flight, u.bytes) {
+                return Some(None);
+            }
+            self.retx.remove(&key);
+            let k = (key - self.sq[i].first) as u32;
+            let out = match packet(&self.sq[i], k, self.pmtu, true, cfg, env) {
+                Ok((out, _)) => out,
+                Err(status) => {
+                    self.fail_at(cfg, env, Some(key), status);
+                    return Some(None);
+                }
+            };
+            // MR-MPS-7: another eligible value than the lost copy's.
+            let v = self.entropy.next(env.now, Some(u.entropy));
+            let seq = self.next_seq();
+            if self.sq[i].is_read() {
+                let w = &mut self.sq[i];
+                w.asked.fill(env.now as u32);
+                w.activity = env.now;
+            }
+            if let Some(u) = self.units.get_mut(&key) {
+                u.tx_time = env.now;
+                u.tx_seq = seq;
+                u.entropy = v;
+                u.state = UnitState::InFlight;
+                u.later_acked = 0;
+                u.sends += 1;
+                self.in_flight += u.bytes;
+            }
+            self.by_tx.insert(seq, key);
+            env.counters.retransmitted_packets += 1;
+            path.udp_src_port = v;
+            return Some(Some(stamp(path, out, env.now)));
+        }
+        None
+    }
+
+    /// A pending READ re-request (MR-MPR-7).
+    fn rerequest(&mut self, mut path: Path, env: &mut Env<'_>) -> Option<Vec<u8>> {
+        let i = (0..self.started).find(|&i| !self.sq[i].rereq.is_empty())?;
+        let p = u64::from(self.pmtu);
+        let w = &mut self.sq[i];
+        let WrOp::Read(remote) = w.wr.op else {
+            w.rereq.clear();
+            return None;
+        };
+        let &(from, count) = w.rereq.front()?;
+        let offset = u64::from(from) * p;
+        let len = (u64::from(from + count) * p).min(w.len) - offset;
+        w.rereq.pop_front();
+        w.activity = env.now;
+        let mut out = Out::new(
+            Opcode::MP_READ_REQUEST,
+            self.origin.add((w.first + u64::from(from)) as u32).value(),
+        );
+        out.ext.mpeth = Some(MpethRepr {
+            first: offset == 0,
+            last: true,
+            retransmission: true,
+            msn: Msn::new(w.msn as u32),
+            offset: offset as u32,
+            msg_len: w.len as u32,
+            ..MpethRepr::default()
+        });
+        out.ext.reth = Some(RethRepr {
+            va: remote.va,
+            rkey: remote.rkey,
+            dma_len: len as u32,
+        });
+        out.ack_req = true;
+        out.ect = true;
+        env.counters.retransmitted_packets += 1;
+        path.udp_src_port = self.entropy.next(env.now, None);
+        Some(stamp(path, out, env.now))
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.tx_seq += 1;
+        self.tx_seq
+    }
+
+    /// The next first transmission.
+    fn fresh_packet(
+        &mut self,
+        cfg: &QpConfig,
+        mut path: Path,
+        env: &mut Env<'_>,
+    ) -> Option<Vec<u8>> {
+        loop {
+            if self.fresh >= self.started {
+                if !self.try_start(cfg, env) {
+                    return None;
+                }
+                continue;
+            }
+            let i = self.fresh;
+            let w = &self.sq[i];
+            let k = self.fresh_pkt;
+            let rd = w.wr.op.is_rd_atomic();
+            let units = if rd { 1 } else { w.npsn };
+            if k >= units {
+                self.fresh += 1;
+                self.fresh_pkt = 0;
+                continue;
+            }
+            let idx = w.first + u64::from(k);
+            let span = if rd { w.npsn } else { 1 };
+            // MR-MPW-2: no PSN beyond c + W.
+            if idx + u64::from(span) > self.cum_next + u64::from(self.window) {
+                return None;
+            }
+            let (out, bytes) = match packet(w, k, self.pmtu, false, cfg, env) {
+                Ok(x) => x,
+                Err(status) => {
+                    let first = w.first;
+                    self.fail_at(cfg, env, Some(first), status);
+                    return None;
+                }
+            };
+            let flight = if w.is_read() { w.len } else { bytes };
+            if !self.cc.allows(self.in_flight, flight) {
+                return None; // MR-MPC-1
+            }
+            let (msn, atomic, is_read) = (w.msn, w.wr.op.is_atomic(), w.is_read());
+            if is_read {
+                let w = &mut self.sq[i];
+                w.activity = env.now;
+                w.asked.fill(env.now as u32);
+            }
+            self.fresh_pkt += 1;
+            let v = self.entropy.next(env.now, None);
+            let seq = self.next_seq();
+            self.units.insert(
+                idx,
+                Unit {
+                    msn,
+                    span,
+                    bytes,
+                    tx_time: env.now,
+                    tx_seq: seq,
+                    entropy: v,
+                    state: UnitState::InFlight,
+                    later_acked: 0,
+                    sends: 1,
+                    atomic,
+                },
+            );
+            self.by_tx.insert(seq, idx);
+            // READ responses requested count in flight (§7.12).
+            self.in_flight += flight;
+            self.sent_end = self.sent_end.max(idx + u64::from(span));
+            path.udp_src_port = v;
+            return Some(stamp(path, out, env.now));
+        }
+    }
+
+    /// Starts the next WQE if allowed: MSN and PSNs (MR-MPH-3, MR-MPH-10).
+    fn try_start(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> bool {
+        let index = self.started;
+        let Some(w) = self.sq.get(index) else {
+            return false;
+        };
+        if w.error.is_some() {
+            return false;
+        }
+        // MR-MPP-11: a fenced request waits for every earlier one.
+        if w.wr.fence && index > 0 {
+            return false;
+        }
+        let rd = w.wr.op.is_rd_atomic();
+        if rd && self.rd_outstanding >= cfg.max_rd_atomic {
+            return false;
+        }
+        let local = if w.len > cfg.max_msg_size {
+            Err(WcStatus::LocLenErr)
+        } else {
+            let scatter = w.is_read() || w.wr.op.is_atomic();
+            env.mem
+                .check_local(cfg.pd, &w.wr.sg_list, scatter)
+                .map_err(|_| WcStatus::LocProtErr)
+        };
+        let pmtu = u64::from(self.pmtu);
+        let (next_psn, next_msn) = (self.next_psn, self.next_msn);
+        let Some(w) = self.sq.get_mut(index) else {
+            return false;
+        };
+        if let Err(status) = local {
+            w.error = Some(status);
+            self.complete_front(cfg, env);
+            return !env.enter_err;
+        }
+        w.msn = next_msn;
+        w.first = next_psn;
+        w.npsn = if w.wr.op.is_atomic() {
+            1
+        } else {
+            w.len.div_ceil(pmtu).max(1) as u32
+        };
+        if w.is_read() {
+            w.got = vec![false; w.npsn as usize];
+            w.later = vec![0; w.npsn as usize];
+            w.asked = vec![0; w.npsn as usize];
+        }
+        w.started = true;
+        self.next_psn += u64::from(w.npsn);
+        self.next_msn += 1;
+        self.started += 1;
+        if rd {
+            self.rd_outstanding += 1;
+        }
+        if self.fresh == index {
+            self.fresh_pkt = 0;
+        }
+        true
+    }
+}
+
+/// Writes the transmit timestamp (MR-MPH-5) and encapsulates.
+fn stamp(path: Path, mut out: Out, now: u64) -> Vec<u8> {
+    if let Some(m) = out.ext.mpeth.as_mut() {
+        m.timestamp = now as u32;
+    }
+    path.build(out)
+}
+
+/// Request packet `k` of `w` (k = 0 for READ and atomics) and its payload
+/// bytes for cwnd. `retx` sets R and AckReq (MR-MPL-7).
+pub(super) fn packet(
+    w: &MpWqe,
+    k: u32,
+    pmtu: u32,
+    retx: bool,
+    cfg: &QpConfig,
+    env: &Env<'_>,
+) -> Result<(Out, u64), WcStatus> {
+    let p = u64::from(pmtu);
+    let psn = metaroce_codec::Psn::new(cfg.sq_psn)
+        .add((w.first + u64::from(k)) as u32)
+        .value();
+    let mut mpeth = MpethRepr {
+        first: true,
+        last: true,
+        retransmission: retx,
+        msn: Msn::new(w.msn as u32),
+        offset: 0,
+        msg_len: w.len as u32,
+        ..MpethRepr::default()
+    };
+    let atomic = |opcode: Opcode, va: u64, rkey: u32, swap_add: u64, compare: u64| {
+        // MR-MPH-13.
+        let mut out = Out::new(opcode, psn);
+        out.ext.mpeth = Some(mpeth);
+        out.ext.atomic_eth = Some(AtomicEthRepr {
+            va,
+            rkey,
+            swap_add,
+            compare,
+        });
+        out.ack_req = true;
+        out.ect = true;
+        (out, 8)
+    };
+    let r = match w.wr.op {
+        WrOp::Read(remote) => {
+            // MR-MPH-12.
+            let mut out = Out::new(Opcode::MP_READ_REQUEST, psn);
+            out.ext.mpeth = Some(mpeth);
+            out.ext.reth = Some(RethRepr {
+                va: remote.va,
+                rkey: remote.rkey,
+                dma_len: w.len as u32,
+            });
+            out.ack_req = true;
+            out.ect = true;
+            (out, 0)
+        }
+        WrOp::CompareSwap {
+            remote,
+            compare,
+            swap,
+        } => atomic(Opcode::MP_CMP_SWAP, remote.va, remote.rkey, swap, compare),
+        WrOp::FetchAdd { remote, add } => {
+            atomic(Opcode::MP_FETCH_ADD, remote.va, remote.rkey, add, 0)
+        }
+        op => {
+            // §7.3, MR-MPH-10: offset k × P, min(P, L − k × P) bytes.
+            let offset = u64::from(k) * p;
+            let len = (w.len - offset.min(w.len)).min(p);
+            mpeth.first = k == 0; // MR-MPH-2
+            mpeth.last = offset + len == w.len;
+            mpeth.offset = offset as u32;
+            let opcode = match op {
+                WrOp::SendImm(_) => Opcode::MP_SEND_IMM,
+                WrOp::SendInv(_) => Opcode::MP_SEND_INV,
+                WrOp::Write(_) => Opcode::MP_WRITE,
+                WrOp::WriteImm(..) => Opcode::MP_WRITE_IMM,
+                _ => Opcode::MP_SEND,
+            };
+            let mut out = Out::new(opcode, psn);
+            out.ext.mpeth = Some(mpeth);
+            // MR-MPH-4, MR-MPH-11: the same RETH / ImmDt / IETH everywhere.
+            match op {
+                WrOp::Write(r) | WrOp::WriteImm(r, _) => {
+                    out.ext.reth = Some(RethRepr {
+                        va: r.va,
+                        rkey: r.rkey,
+                        dma_len: w.len as u32,
+                    });
+                }
+                _ => {}
+            }
+            match op {
+                WrOp::SendImm(i) | WrOp::WriteImm(_, i) => {
+                    out.ext.immdt = Some(ImmDtRepr { value: i });
+                }
+                WrOp::SendInv(rkey) => out.ext.ieth = Some(IethRepr { rkey }),
+                _ => {}
+            }
+            out.ack_req = mpeth.last || retx; // MR-MPH-9
+            out.se = mpeth.last && w.wr.solicited && !matches!(op, WrOp::Write(_));
+            out.ect = true;
+            out.payload = env
+                .mem
+                .gather(cfg.pd, &w.wr.sg_list, offset, len as usize)
+                .map_err(|_| WcStatus::LocProtErr)?;
+            (out, len)
+        }
+    };
+    let (mut out, bytes) = r;
+    if retx {
+        out.ack_req = true;
+    }
+    Ok((out, bytes))
+}

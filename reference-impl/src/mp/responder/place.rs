@@ -1,0 +1,495 @@
+//! Accepting new MP request packets: the checks of MR-MPP-2/3, placement
+//! at the packet's offset as it arrives (MR-MPP-1, MR-MPP-4), receive work
+//! requests in MSN order (§7.5, MR-MPP-17), completion in MSN order
+//! (MR-MPP-6) and READ / atomic execution once every earlier message is
+//! placed (MR-MPP-7).
+
+use super::ack::{Job, Trigger};
+use super::{Exec, Kept, MpResponder, Msg};
+use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
+use crate::mr::Access;
+use crate::qp::{Env, QpConfig};
+use crate::rx::RxPacket;
+use crate::timing::rnr_timer_ns;
+use metaroce_codec::Opcode;
+use metaroce_codec::ext::RethRepr;
+
+const NAK_INVALID: u8 = 0x61;
+const NAK_ACCESS: u8 = 0x62;
+const NAK_OPERATIONAL: u8 = 0x63;
+const MAX_LEN: u32 = 1 << 31;
+
+/// A fatal condition: the syndrome and the PSN index it names.
+type Fatal = (u8, u64);
+
+impl MpResponder {
+    /// A new (not yet received, in-window) request packet.
+    pub(super) fn accept(
+        &mut self,
+        cfg: &QpConfig,
+        pkt: &RxPacket<'_>,
+        idx: u64,
+        t: Trigger,
+        env: &mut Env<'_>,
+    ) {
+        if let Err((syn, at)) = self.accept_inner(cfg, pkt, idx, t, env) {
+            return self.fatal(cfg, env, syn, at);
+        }
+        if let Err((syn, at)) = self.progress_inner(cfg, env) {
+            self.fatal(cfg, env, syn, at);
+        }
+    }
+
+    fn accept_inner(
+        &mut self,
+        cfg: &QpConfig,
+        pkt: &RxPacket<'_>,
+        idx: u64,
+        t: Trigger,
+        env: &mut Env<'_>,
+    ) -> Result<(), Fatal> {
+        let Some(m) = pkt.ext.mpeth else {
+            return Ok(());
+        };
+        let op = pkt.bth.opcode;
+        let bad = Err((NAK_INVALID, idx));
+        let Some(msn) = self
+            .unwrap_msn(m.msn.value())
+            .filter(|&x| x >= self.next_msn)
+        else {
+            return Ok(()); // a completed message: nothing to place (MR-MPP-8)
+        };
+        let p = cfg.pmtu;
+        let rd_ok = |need: Access| cfg.access.contains(need) && cfg.max_dest_rd_atomic > 0;
+        match op {
+            Opcode::MP_READ_REQUEST => {
+                if m.offset != 0 {
+                    return Ok(()); // a re-request of a READ never accepted
+                }
+                let Some(reth) = pkt.ext.reth else { return bad };
+                if !rd_ok(Access::REMOTE_READ)
+                    || reth.dma_len != m.msg_len
+                    || m.msg_len > MAX_LEN
+                    || self.msgs.contains_key(&msn)
+                {
+                    return bad;
+                }
+                let n = m.msg_len.div_ceil(p).max(1);
+                self.msgs
+                    .insert(msn, exec_msg(op, m.msg_len, Some(reth), idx, t, None));
+                // MR-MPR-2: all n PSNs received with the request.
+                self.received(idx, n, t, pkt.bth.ack_req);
+                return Ok(());
+            }
+            Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD => {
+                let Some(a) = pkt.ext.atomic_eth else {
+                    return bad;
+                };
+                if !rd_ok(Access::REMOTE_ATOMIC)
+                    || a.va % 8 != 0
+                    || m.msg_len != 8
+                    || self.msgs.contains_key(&msn)
+                {
+                    return bad;
+                }
+                self.msgs
+                    .insert(msn, exec_msg(op, 8, None, idx, t, Some(a)));
+                self.received(idx, 1, t, pkt.bth.ack_req);
+                return Ok(());
+            }
+            _ => {}
+        }
+        // MR-MPP-3: a data packet's offsets, lengths and flags.
+        let len = pkt.payload.len() as u32;
+        let end = u64::from(m.offset) + u64::from(len);
+        let is_write = matches!(op, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM);
+        if m.offset % p != 0
+            || end > u64::from(m.msg_len)
+            || (!m.last && len != p)
+            || m.first != (m.offset == 0)
+            || m.last != (end == u64::from(m.msg_len))
+            || m.msg_len > MAX_LEN
+            || (is_write && pkt.ext.reth.is_none_or(|r| r.dma_len != m.msg_len))
+        {
+            return bad;
+        }
+        let k = m.offset / p;
+        let Some(first) = idx.checked_sub(u64::from(k)) else {
+            return bad;
+        };
+        let npkts = m.msg_len.div_ceil(p).max(1);
+        let msg = self.msgs.entry(msn).or_insert_with(|| Msg {
+            opcode: op,
+            len: m.msg_len,
+            reth: pkt.ext.reth,
+            imm: pkt.ext.immdt.map(|i| i.value),
+            ieth: pkt.ext.ieth.map(|i| i.rkey),
+            first,
+            npkts,
+            placed: vec![false; npkts as usize],
+            placed_count: 0,
+            wr: None,
+            staged: Vec::new(),
+            exec: None,
+        });
+        if msg.opcode != op
+            || msg.len != m.msg_len
+            || msg.reth != pkt.ext.reth
+            || msg.first != first
+        {
+            return bad; // MR-MPP-3: differs from an earlier packet
+        }
+        if msg.placed.get(k as usize).is_none_or(|&b| b) {
+            return Ok(());
+        }
+        if is_write {
+            // MR-MPP-2: key and the whole range before any byte.
+            let r = pkt.ext.reth.unwrap_or(RethRepr {
+                va: 0,
+                rkey: 0,
+                dma_len: 0,
+            });
+            if !cfg.access.contains(Access::REMOTE_WRITE)
+                || (r.dma_len > 0
+                    && env
+                        .mem
+                        .check_remote(
+                            cfg.pd,
+                            r.rkey,
+                            r.va,
+                            u64::from(r.dma_len),
+                            Access::REMOTE_WRITE,
+                        )
+                        .is_err())
+            {
+                return Err((NAK_ACCESS, idx));
+            }
+            if len > 0 {
+                // MR-MPP-1: placed now, whatever arrived before.
+                let va = r.va.wrapping_add(u64::from(m.offset));
+                env.mem
+                    .remote_write(cfg.pd, r.rkey, va, pkt.payload)
+                    .map_err(|_| (NAK_ACCESS, idx))?;
+            }
+        } else {
+            // MR-MPP-4: a SEND waits for its receive work request.
+            self.assign(cfg, env)?;
+            let msg = self.msgs.get_mut(&msn).ok_or((NAK_INVALID, idx))?;
+            if let Some(wr) = &msg.wr {
+                place_send(cfg, env, wr, m.offset, pkt.payload).map_err(|s| (s, idx))?;
+            } else if self.blocked == Some(msn) {
+                // MR-MPP-17: refused, neither placed nor acknowledged.
+                let wait = rnr_timer_ns(cfg.min_rnr_timer);
+                if self
+                    .rnr_last
+                    .is_none_or(|l| self.now.saturating_sub(l) >= wait)
+                {
+                    self.rnr_last = Some(self.now);
+                    env.counters.rnr_naks_sent += 1;
+                    self.push_ack(Trigger {
+                        syndrome: 0x20 | (cfg.min_rnr_timer & 0x1F),
+                        nak_base: Some(idx),
+                        idx: Some(idx),
+                        ..t
+                    });
+                }
+                return Ok(());
+            } else {
+                // MR-MPP-5: staged, so it may be acknowledged.
+                msg.staged.push((m.offset, pkt.payload.to_vec()));
+            }
+        }
+        let msg = self.msgs.get_mut(&msn).ok_or((NAK_INVALID, idx))?;
+        msg.placed[k as usize] = true;
+        msg.placed_count += 1;
+        self.received(idx, 1, t, pkt.bth.ack_req);
+        Ok(())
+    }
+
+    /// Determines receive work requests in MSN order (§7.5) and places
+    /// staged SEND payloads.
+    fn assign(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Result<(), Fatal> {
+        while let Some(m) = self.msgs.get_mut(&self.assign_msn) {
+            if m.consumes() && m.wr.is_none() {
+                let Some(wr) = self.rq.pop_front() else {
+                    self.blocked = Some(self.assign_msn);
+                    return Ok(());
+                };
+                for (off, data) in std::mem::take(&mut m.staged) {
+                    place_send(cfg, env, &wr, off, &data).map_err(|s| (s, m.first))?;
+                }
+                m.wr = Some(wr);
+            }
+            self.assign_msn += 1;
+        }
+        self.blocked = None;
+        Ok(())
+    }
+
+    /// After a receive was posted.
+    pub(super) fn progress(&mut self, cfg: &QpConfig, env: &mut Env<'_>) {
+        if let Err((syn, at)) = self.progress_inner(cfg, env) {
+            self.fatal(cfg, env, syn, at);
+        }
+    }
+
+    /// Completes messages in MSN order (MR-MPP-6, MR-MPP-9) and executes
+    /// READs and atomics at the head (MR-MPP-7).
+    fn progress_inner(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Result<(), Fatal> {
+        self.assign(cfg, env)?;
+        while let Some(m) = self.msgs.get(&self.next_msn) {
+            let ready = match m.opcode {
+                Opcode::MP_READ_REQUEST | Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD => {
+                    m.exec.is_some()
+                }
+                _ => m.placed_count == m.npkts && (!m.consumes() || m.wr.is_some()),
+            };
+            if !ready {
+                break;
+            }
+            let Some(m) = self.msgs.remove(&self.next_msn) else {
+                break;
+            };
+            let msn = self.next_msn;
+            self.next_msn += 1;
+            self.complete(cfg, env, msn, m)?;
+        }
+        Ok(())
+    }
+
+    fn complete(
+        &mut self,
+        cfg: &QpConfig,
+        env: &mut Env<'_>,
+        msn: u64,
+        m: Msg,
+    ) -> Result<(), Fatal> {
+        let wc = |wr_id: u64, opcode, imm, inv| WorkCompletion {
+            wr_id,
+            status: WcStatus::Success,
+            opcode,
+            qpn: cfg.qpn,
+            byte_len: m.len,
+            imm,
+            invalidated_rkey: inv,
+            src_qp: None,
+        };
+        match (m.opcode, m.exec) {
+            (Opcode::MP_READ_REQUEST, Some(e)) => {
+                let r = m.reth.unwrap_or(RethRepr {
+                    va: 0,
+                    rkey: 0,
+                    dma_len: 0,
+                });
+                // MR-MPR-3, MR-MPR-4.
+                let data = if m.len == 0 {
+                    Vec::new()
+                } else {
+                    env.mem
+                        .remote_read(cfg.pd, r.rkey, r.va, u64::from(m.len))
+                        .map_err(|_| (NAK_ACCESS, m.first))?
+                };
+                self.keep(
+                    cfg,
+                    Kept {
+                        msn,
+                        first: m.first,
+                        reth: m.reth,
+                        len: m.len,
+                        orig: None,
+                    },
+                );
+                self.jobs.push_back(Job::Read {
+                    msn: msn as u32 & 0xFF_FFFF,
+                    first: m.first,
+                    read_len: m.len,
+                    offset: 0,
+                    data,
+                    next: 0,
+                    echo: e.echo,
+                });
+            }
+            (
+                Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD,
+                Some(Exec {
+                    atomic: Some(a),
+                    echo,
+                }),
+            ) => {
+                // MR-MPP-12: once per MSN, §6.16 semantics.
+                let cas = m.opcode == Opcode::MP_CMP_SWAP;
+                let orig = env
+                    .mem
+                    .remote_atomic(cfg.pd, a.rkey, a.va, |old| {
+                        if cas {
+                            if old == a.compare { a.swap_add } else { old }
+                        } else {
+                            old.wrapping_add(a.swap_add)
+                        }
+                    })
+                    .map_err(|_| (NAK_ACCESS, m.first))?;
+                self.keep(
+                    cfg,
+                    Kept {
+                        msn,
+                        first: m.first,
+                        reth: None,
+                        len: 8,
+                        orig: Some(orig),
+                    },
+                );
+                self.jobs.push_back(Job::AtomicAck {
+                    first: m.first,
+                    orig,
+                    echo,
+                });
+            }
+            (Opcode::MP_WRITE_IMM, _) => {
+                if let Some(wr) = &m.wr {
+                    cfg.complete_recv(env, wc(wr.wr_id, WcOpcode::RecvRdmaWithImm, m.imm, None));
+                }
+            }
+            (Opcode::MP_SEND | Opcode::MP_SEND_IMM | Opcode::MP_SEND_INV, _) => {
+                let Some(wr) = &m.wr else { return Ok(()) };
+                let mut inv = None;
+                if let Some(rkey) = m.ieth {
+                    // MR-MPP-9: invalidation at completion.
+                    if env.mem.invalidate(cfg.pd, rkey).is_err() {
+                        return Err((NAK_INVALID, m.first));
+                    }
+                    inv = Some(rkey);
+                }
+                cfg.complete_recv(env, wc(wr.wr_id, WcOpcode::Recv, m.imm, inv));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// MR-MPR-10: the last `max_dest_rd_atomic` READs and atomics.
+    fn keep(&mut self, cfg: &QpConfig, k: Kept) {
+        self.kept.push_back(k);
+        while self.kept.len() > usize::from(cfg.max_dest_rd_atomic.max(1)) {
+            self.kept.pop_front();
+        }
+    }
+
+    /// MR-MPR-9: a re-request (or retransmission) of a kept READ.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reread(
+        &mut self,
+        cfg: &QpConfig,
+        msn: u64,
+        offset: u32,
+        read_len: u32,
+        r: RethRepr,
+        echo: Trigger,
+        env: &mut Env<'_>,
+    ) {
+        let Some(k) = self.kept.iter().find(|k| {
+            k.msn == msn
+                && k.len == read_len
+                && k.reth.is_some_and(|kr| kr.va == r.va && kr.rkey == r.rkey)
+        }) else {
+            return;
+        };
+        let first = k.first;
+        let end = u64::from(offset) + u64::from(r.dma_len);
+        if !offset.is_multiple_of(cfg.pmtu)
+            || end > u64::from(read_len)
+            || (offset >= read_len && read_len != 0)
+        {
+            return;
+        }
+        let data = if r.dma_len == 0 {
+            Ok(Vec::new())
+        } else {
+            env.mem.remote_read(
+                cfg.pd,
+                r.rkey,
+                r.va.wrapping_add(u64::from(offset)),
+                u64::from(r.dma_len),
+            )
+        };
+        match data {
+            Ok(data) => self.jobs.push_back(Job::Read {
+                msn: msn as u32 & 0xFF_FFFF,
+                first,
+                read_len,
+                offset,
+                data,
+                next: 0,
+                echo: Trigger { retx: true, ..echo },
+            }),
+            Err(_) => self.fatal(cfg, env, NAK_ACCESS, first),
+        }
+    }
+
+    /// MR-MPP-15: the NAK leaves before the QP enters ERR.
+    pub(super) fn fatal(&mut self, cfg: &QpConfig, env: &mut Env<'_>, syndrome: u8, at: u64) {
+        let t = Trigger {
+            idx: Some(at),
+            entropy: 0,
+            ts: 0,
+            ce: false,
+            retx: false,
+            trimmed: false,
+            syndrome,
+            nak_base: Some(at),
+            probe: false,
+        };
+        self.jobs.push_back(Job::Ack(t));
+        if let Some(path) = cfg.path() {
+            while let Some(frame) = self.next_packet(path, cfg.pmtu) {
+                env.urgent.push_back(frame);
+            }
+        }
+        let _ = NAK_OPERATIONAL;
+        env.enter_err = true;
+    }
+}
+
+fn exec_msg(
+    op: Opcode,
+    len: u32,
+    reth: Option<RethRepr>,
+    idx: u64,
+    echo: Trigger,
+    atomic: Option<metaroce_codec::ext::AtomicEthRepr>,
+) -> Msg {
+    Msg {
+        opcode: op,
+        len,
+        reth,
+        imm: None,
+        ieth: None,
+        first: idx,
+        npkts: 1,
+        placed: vec![true],
+        placed_count: 1,
+        wr: None,
+        staged: Vec::new(),
+        exec: Some(Exec { atomic, echo }),
+    }
+}
+
+/// Places SEND bytes at `offset` of a receive work request (MR-MPP-4).
+fn place_send(
+    cfg: &QpConfig,
+    env: &mut Env<'_>,
+    wr: &crate::wr::RecvWr,
+    offset: u32,
+    data: &[u8],
+) -> Result<(), u8> {
+    let capacity: u64 = wr.sg_list.iter().map(|s| u64::from(s.len)).sum();
+    if u64::from(offset) + data.len() as u64 > capacity {
+        return Err(NAK_INVALID);
+    }
+    env.mem
+        .check_local(cfg.pd, &wr.sg_list, true)
+        .and_then(|()| {
+            env.mem
+                .scatter(cfg.pd, &wr.sg_list, u64::from(offset), data)
+        })
+        .map_err(|_| NAK_OPERATIONAL)
+}

@@ -1,0 +1,175 @@
+//! The responder's record of received PSNs: the cumulative ACK PSN c, the
+//! set received beyond it, the receive window (SPEC §7.11) and the SACK
+//! bitmap of §7.6. PSNs are kept as unwrapped indices from `rq_psn`.
+
+use metaroce_codec::Psn;
+use std::collections::BTreeSet;
+
+/// How a request PSN relates to the window (MR-MPW-1, MR-MPW-3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PsnClass {
+    /// At or before c, or already received: a duplicate.
+    Duplicate,
+    /// Not yet received, within W of c: its unwrapped index.
+    New(u64),
+    /// W < (p − c) mod 2^24 < 2^23: dropped and counted.
+    OutOfWindow,
+}
+
+/// Received PSNs of one MP responder.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RecvMap {
+    /// PSN of index 0 (`rq_psn`).
+    origin: Psn,
+    /// Index of the first PSN not received: c = cum_next − 1.
+    cum_next: u64,
+    /// Received indices later than c + 1.
+    above: BTreeSet<u64>,
+    window: u32,
+}
+
+impl RecvMap {
+    pub(crate) fn new(rq_psn: u32, window: u32) -> Self {
+        RecvMap {
+            origin: Psn::new(rq_psn),
+            cum_next: 0,
+            above: BTreeSet::new(),
+            window,
+        }
+    }
+
+    /// The wire PSN of an index.
+    pub(crate) fn psn(&self, idx: u64) -> Psn {
+        self.origin.add(idx as u32)
+    }
+
+    /// The cumulative ACK PSN c (initially `rq_psn` − 1).
+    pub(crate) fn cum_psn(&self) -> Psn {
+        self.origin.add((self.cum_next as u32).wrapping_sub(1))
+    }
+
+    /// h: the latest index received, if any later than c.
+    fn high(&self) -> Option<u64> {
+        self.above.last().copied()
+    }
+
+    /// Classifies a request PSN (MR-MPW-1, MR-MPW-3).
+    pub(crate) fn classify(&self, psn: Psn) -> PsnClass {
+        let d = psn.distance(self.cum_psn());
+        if d == 0 || d >= 1 << 23 {
+            return PsnClass::Duplicate;
+        }
+        if d > self.window {
+            return PsnClass::OutOfWindow;
+        }
+        let idx = self.cum_next + u64::from(d) - 1;
+        if self.above.contains(&idx) {
+            PsnClass::Duplicate
+        } else {
+            PsnClass::New(idx)
+        }
+    }
+
+    /// Whether the index has been received.
+    pub(crate) fn has(&self, idx: u64) -> bool {
+        idx < self.cum_next || self.above.contains(&idx)
+    }
+
+    /// The index of a PSN at or before c (duplicates), when within 2^23.
+    pub(crate) fn index_of_old(&self, psn: Psn) -> Option<u64> {
+        let back = self.cum_psn().distance(psn);
+        (back < 1 << 23)
+            .then(|| (self.cum_next - 1).checked_sub(u64::from(back)))
+            .flatten()
+    }
+
+    /// Marks `[idx, idx + n)` received. Returns (opened a gap, filled a gap)
+    /// as §7.6 defines them.
+    pub(crate) fn mark(&mut self, idx: u64, n: u32) -> (bool, bool) {
+        let h = self.high().unwrap_or(self.cum_next.wrapping_sub(1));
+        let opens = idx > self.cum_next && (self.high().is_none() || idx > h + 1);
+        let fills = self.high().is_some_and(|h| idx < h);
+        for i in idx..idx + u64::from(n) {
+            if i >= self.cum_next {
+                self.above.insert(i);
+            }
+        }
+        while self.above.remove(&self.cum_next) {
+            self.cum_next += 1;
+        }
+        (opens, fills)
+    }
+
+    /// SACK base and bitmap by the base rule of §7.6 for a trigger at index
+    /// `t` (MR-MPA-4); `nak_base` names the PSN of a NAK instead.
+    pub(crate) fn bitmap(&self, t: Option<u64>, nak_base: Option<u64>) -> (Psn, u64) {
+        let base = match (nak_base, t) {
+            (Some(b), _) => b,
+            (None, Some(t)) if t > self.cum_next + 63 => t - 63,
+            _ => self.cum_next,
+        };
+        let mut bits = 0u64;
+        for i in 0..64u64 {
+            if self.has(base + i) {
+                bits |= 1 << (63 - i);
+            }
+        }
+        (self.psn(base), bits)
+    }
+
+    /// c as an index plus one (first missing index).
+    #[cfg(test)]
+    pub(crate) fn cum_next(&self) -> u64 {
+        self.cum_next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitmap_and_base_rule() {
+        let mut m = RecvMap::new(0xFF_FFFE, 1024);
+        assert_eq!(m.cum_psn(), Psn::new(0xFF_FFFD));
+        assert_eq!(m.classify(Psn::new(0xFF_FFFE)), PsnClass::New(0));
+        assert_eq!(m.mark(0, 1), (false, false));
+        assert_eq!(m.cum_psn(), Psn::new(0xFF_FFFE));
+        // Index 2 opens a gap (1 missing), index 1 fills it.
+        assert_eq!(m.mark(2, 1), (true, false));
+        let (base, bits) = m.bitmap(Some(2), None);
+        assert_eq!(base, Psn::new(0xFF_FFFF));
+        assert_eq!(bits, 1 << 62, "bit 0 = c + 1 missing, bit 1 received");
+        assert_eq!(m.mark(1, 1), (false, true));
+        assert_eq!(m.cum_psn(), Psn::new(0x00_0000), "wraps");
+        // A trigger beyond c + 64: base t − 63 (MR-MPA-4).
+        m.mark(100, 1);
+        let (base, bits) = m.bitmap(Some(100), None);
+        assert_eq!(base, m.psn(37));
+        assert_eq!(bits, 1, "bit 63 = the trigger");
+        // NAK base.
+        let (base, _) = m.bitmap(Some(100), Some(50));
+        assert_eq!(base, m.psn(50));
+    }
+
+    #[test]
+    fn window_and_duplicates() {
+        let mut m = RecvMap::new(10, 64);
+        m.mark(0, 3);
+        assert_eq!(m.classify(Psn::new(12)), PsnClass::Duplicate);
+        assert_eq!(m.classify(Psn::new(5)), PsnClass::Duplicate);
+        assert_eq!(m.classify(Psn::new(13 + 63)), PsnClass::New(66));
+        assert_eq!(m.classify(Psn::new(13 + 64)), PsnClass::OutOfWindow);
+        m.mark(5, 1);
+        assert_eq!(m.classify(Psn::new(15)), PsnClass::Duplicate);
+        assert_eq!(m.index_of_old(Psn::new(11)), Some(1));
+    }
+
+    #[test]
+    fn read_block_marks_all() {
+        // MR-MPR-2: the n PSNs of a READ are received together.
+        let mut m = RecvMap::new(0, 1024);
+        m.mark(0, 5);
+        assert_eq!(m.cum_next(), 5);
+    }
+}
