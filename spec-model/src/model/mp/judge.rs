@@ -7,7 +7,8 @@
 //! (MR-MPS-3); retransmissions only of PSNs not acknowledged (MR-MPL-6) and
 //! not before they can be deemed lost (MR-MPL-4), with R set and the
 //! original fields (MR-MPL-7); bytes in flight against `mp_cwnd_max`
-//! (MR-MPC-1, MR-MPC-5); ACK content: cumulative PSN monotone (MR-MPA-3),
+//! (MR-MPC-1, MR-MPC-5), except what MR-MPC-10 exempts (READ re-requests,
+//! and one copy of the oldest unacknowledged PSN per loss); ACK content: cumulative PSN monotone (MR-MPA-3),
 //! SACK base rule (MR-MPA-4), bits only for PSNs sent (MR-MPA-4), never
 //! un-reporting (MR-MPA-5), echoed R/T flags (MR-MPA-6), syndrome 0x1F
 //! (MR-MPA-8), no NAK 0x60 (MR-MPL-9), BTH flags (MR-MPH-6); and, for a
@@ -139,6 +140,14 @@ impl MpJudge {
         j.seq += 1;
         let seq = j.seq;
         let len = p.payload.len() as u32;
+        // MR-MPC-10: the oldest unacknowledged PSN the capture shows, resent
+        // when it can have been deemed lost, is exempt from cwnd once per loss.
+        let oldest = !j.acked(psn)
+            && !j
+                .sent
+                .keys()
+                .any(|&o| !j.acked(Psn::new(o)) && psn.is_after(Psn::new(o)));
+        let mut exempt = false;
         // Retransmission checks.
         if let Some(prev) = j.sent.get(&psn.value()).copied() {
             if j.acked(psn) {
@@ -148,10 +157,11 @@ impl MpJudge {
                 ));
             } else {
                 let later_acked = j.acked_seqs.iter().filter(|&&s| s > prev.seq).count();
-                if later_acked < j.cfg.reorder_threshold as usize
-                    && now.saturating_sub(prev.time) < j.cfg.rto_min
-                    && !j.trim_naked.contains(&psn.value())
-                {
+                let may_be_lost = later_acked >= j.cfg.reorder_threshold as usize
+                    || now.saturating_sub(prev.time) >= j.cfg.rto_min
+                    || j.trim_naked.contains(&psn.value());
+                exempt = oldest && may_be_lost;
+                if !may_be_lost {
                     j.findings.push(Finding::new(
                         "MR-MPL-4",
                         format!("PSN {psn} retransmitted with {later_acked} later PSNs acknowledged, {} ns after its last copy", now - prev.time),
@@ -193,7 +203,13 @@ impl MpJudge {
             })
             .map(|(_, s)| u64::from(s.len))
             .sum();
-        if inflight > 0 && inflight + u64::from(len) > j.cfg.cwnd_max {
+        // A READ request with R set (a re-request, or a resent READ request)
+        // adds no request payload; a re-request of missing responses is
+        // exempt (MR-MPC-10), and the capture cannot tell which are missing.
+        if p.bth.opcode == Opcode::MP_READ_REQUEST && m.retransmission {
+            exempt = true;
+        }
+        if !exempt && inflight > 0 && inflight + u64::from(len) > j.cfg.cwnd_max {
             j.findings.push(Finding::new(
                 "MR-MPC-1",
                 format!(
@@ -550,5 +566,59 @@ mod tests {
         assert!(j.findings.is_empty());
         let j = j.request(&data(4, false).roce(), 1, 5);
         assert_eq!(ids(&j.findings), vec!["MR-MPC-1"]);
+    }
+
+    /// A NAK 0x65 naming `q`.
+    fn trim_nak(q: u32) -> Wire {
+        wire(ack(
+            0xFF_FFFF,
+            SackethRepr {
+                syndrome: Syndrome(0x65),
+                trimmed: true,
+                sack_base_psn: Psn::new(q),
+                ..SackethRepr::default()
+            },
+        ))
+    }
+
+    #[test]
+    fn exemptions_from_cwnd_mr_mpc_10() {
+        let c = MpConfig {
+            pmtu: 256,
+            cwnd_max: 1024,
+            entropy_set: vec![],
+            ..MpConfig::default()
+        };
+        let mut j = MpJudge::new(c, CapturePoint::Requester);
+        for i in 0..4u32 {
+            j = j.request(&data(i, false).roce(), 1, u64::from(i));
+        }
+        // PSN 0 trimmed: out of flight; PSN 4 fills mp_cwnd_max again.
+        j = j.ack(&trim_nak(0).roce(), 10);
+        j = j.request(&data(4, false).roce(), 1, 11);
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // A lost PSN other than the oldest: not exempt.
+        let k = j.ack(&trim_nak(2).roce(), 12);
+        let k = k.request(&data(5, false).roce(), 1, 12);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        let k = k.request(&data(2, true).roce(), 2, 13);
+        assert_eq!(ids(&k.findings), vec!["MR-MPC-1"], "only the oldest PSN");
+        // The oldest unacknowledged PSN, deemed lost, resent beyond: allowed.
+        let j = j.request(&data(0, true).roce(), 2, 12);
+        assert!(j.findings.is_empty(), "MR-MPC-10: {:?}", j.findings);
+        // A READ re-request beyond: allowed (adds no bytes).
+        let rr = wire(read(20, 3, 512, 2048, 0x5000, 9, 256));
+        let j = j.request(&rr.roce(), 3, 13);
+        assert!(j.findings.is_empty(), "MR-MPC-10: {:?}", j.findings);
+        // A second copy of PSN 0 before it can be deemed lost again: reported.
+        let k = j.request(&data(0, true).roce(), 3, 14);
+        assert_eq!(
+            ids(&k.findings),
+            vec!["MR-MPL-4", "MR-MPC-1"],
+            "MR-MPC-10: once per loss"
+        );
+        // A new packet beyond: reported.
+        let k = j.request(&data(5, false).roce(), 3, 14);
+        assert_eq!(ids(&k.findings), vec!["MR-MPC-1"]);
     }
 }

@@ -347,7 +347,8 @@ impl MpRequester {
     }
 
     /// Bytes in flight (§7.12): payload of units sent and neither acknowledged
-    /// nor deemed lost, plus READ response bytes requested and not received.
+    /// nor deemed lost, plus READ response bytes requested and not received
+    /// (those deemed missing included, so a re-request adds none: MR-MPC-10).
     pub fn bytes_in_flight(&self) -> u64 {
         let data: u64 = self
             .segs
@@ -362,13 +363,18 @@ impl MpRequester {
                 let r = w.read.as_ref()?;
                 (w.sent > 0).then(|| {
                     (0..w.npsn)
-                        .filter(|i| !r.received.contains(i) && !r.missing.contains(i))
+                        .filter(|i| !r.received.contains(i))
                         .map(|i| u64::from(self.resp_len(w, i)))
                         .sum::<u64>()
                 })
             })
             .sum();
         data + reads
+    }
+
+    /// Index of the unit holding the oldest unacknowledged PSN (§7.12), if any.
+    pub fn oldest_unacked(&self) -> Option<u64> {
+        self.segs.iter().find(|(_, s)| !s.acked).map(|(&i, _)| i)
     }
 
     /// Payload bytes of response `i` of READ `w`.

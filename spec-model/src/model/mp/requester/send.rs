@@ -107,7 +107,9 @@ impl MpRequester {
     ///
     /// Required: retransmissions of PSNs deemed lost and READ re-requests of
     /// missing ranges, while the congestion window allows (MR-MPL-3,
-    /// MR-MPL-5, MR-MPT-6, MR-MPT-8, MR-MPR-7, MR-MPC-1). Allowed: the next
+    /// MR-MPL-5, MR-MPT-6, MR-MPT-8, MR-MPR-7, MR-MPC-1). Allowed beyond
+    /// cwnd (MR-MPC-10): those re-requests, and the retransmission of the
+    /// oldest unacknowledged PSN while it is deemed lost. Allowed: the next
     /// new packet within cwnd (MR-MPC-1), the window (MR-MPW-2), fence
     /// (MR-MPP-11) and RNR wait (MR-MPP-18); probes whose time has come
     /// (MR-MPF-3) and a tail-loss probe (MR-MPL-10). Only the first listed
@@ -121,12 +123,16 @@ impl MpRequester {
         let cwnd = self.cc.cwnd;
         let mut inflight = self.bytes_in_flight();
         let fits = |inflight: u64, bytes: u64| inflight == 0 || inflight + bytes <= cwnd;
+        let oldest = self.oldest_unacked();
         for (&idx, seg) in &self.segs {
             let Some(cause) = seg.lost else { continue };
             if cause == LossCause::Rnr && now < self.rnr_until {
                 continue;
             }
-            if !fits(inflight, u64::from(seg.len)) {
+            // MR-MPC-10: the oldest unacknowledged PSN, deemed lost, may go
+            // beyond cwnd (once: its retransmission clears `lost`).
+            let exempt = oldest == Some(idx);
+            if !exempt && !fits(inflight, u64::from(seg.len)) {
                 break;
             }
             let Some(w) = self.wrs.get(&seg.wr) else {
@@ -140,7 +146,11 @@ impl MpRequester {
                 LossCause::Trimmed => &["MR-MPT-6", "MR-MPL-7", "MR-MPC-1"],
                 LossCause::Rnr => &["MR-MPP-18", "MR-MPL-7"],
             };
-            out = out.require(reqs, Effect::Send(spec));
+            if fits(inflight, u64::from(seg.len)) {
+                out = out.require(reqs, Effect::Send(spec));
+            } else {
+                out = out.allow(&["MR-MPC-10", "MR-MPL-7"], Effect::Send(spec));
+            }
             inflight += u64::from(seg.len);
         }
         for w in self.wrs.values() {
@@ -150,14 +160,14 @@ impl MpRequester {
                 let off = first * p;
                 let end = ((last + 1) * p).min(w.wr.op.len());
                 let len = end.saturating_sub(off);
-                if !fits(inflight, u64::from(len)) {
-                    break;
+                let spec = Effect::Send(self.rerequest_spec(w, off, len, now));
+                // The range is already counted in flight (§7.12): it adds no
+                // bytes, and may go beyond cwnd (MR-MPC-10).
+                if fits(inflight, 0) {
+                    out = out.require(&["MR-MPR-7", "MR-MPR-8", "MR-MPC-1"], spec);
+                } else {
+                    out = out.allow(&["MR-MPR-7", "MR-MPR-8", "MR-MPC-10"], spec);
                 }
-                out = out.require(
-                    &["MR-MPR-7", "MR-MPR-8", "MR-MPC-1"],
-                    Effect::Send(self.rerequest_spec(w, off, len, now)),
-                );
-                inflight += u64::from(len);
             }
         }
         if let Some((w, offset)) = self.next_new() {

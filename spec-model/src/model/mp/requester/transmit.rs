@@ -109,10 +109,17 @@ impl MpRequester {
                     "re-request fields differ from §7.9",
                 ));
             }
-            if inflight > 0 && inflight + u64::from(dma) > self.cc.cwnd {
+            // The range is counted in flight already (§7.12). Exempt from cwnd
+            // when every response it asks for is deemed missing and not
+            // re-requested since (MR-MPC-10).
+            let exempt = (first..=last).all(|i| r.missing.contains(&i));
+            if !exempt && inflight > self.cc.cwnd {
                 f.push(Finding::new(
                     "MR-MPC-1",
-                    format!("in flight {inflight} + {dma} > cwnd {}", self.cc.cwnd),
+                    format!(
+                        "re-request of responses not deemed missing while {inflight} in flight > cwnd {} (MR-MPC-10 exempts only missing ones)",
+                        self.cc.cwnd
+                    ),
                 ));
             }
             self.tx_seq += 1;
@@ -174,10 +181,29 @@ impl MpRequester {
                     format!("retransmission reuses entropy {ev:#06x}"),
                 ));
             }
-            if seg.lost.is_some() && inflight > 0 && inflight + u64::from(len) > self.cc.cwnd {
+            // Bytes in flight counting this copy: a unit still in flight is
+            // counted once already. The oldest unacknowledged PSN, deemed lost,
+            // is exempt once per loss (MR-MPC-10); a further copy before it is
+            // deemed lost again is not.
+            // (An acknowledged one is MR-MPL-6 already.)
+            let after = if seg.lost.is_some() {
+                inflight + u64::from(len)
+            } else {
+                inflight
+            };
+            let exempt = seg.lost.is_some() && self.oldest_unacked() == Some(start);
+            if !seg.acked && !exempt && inflight > 0 && after > self.cc.cwnd {
                 f.push(Finding::new(
                     "MR-MPC-1",
-                    format!("in flight {inflight} + {len} > cwnd {}", self.cc.cwnd),
+                    format!(
+                        "in flight {after} with this copy > cwnd {}{}",
+                        self.cc.cwnd,
+                        if self.oldest_unacked() == Some(start) {
+                            " (MR-MPC-10: one copy of the oldest PSN per loss)"
+                        } else {
+                            ""
+                        }
+                    ),
                 ));
             }
             self.counters.retransmitted_packets += 1;

@@ -196,3 +196,147 @@ fn queuing_delay_from_smallest_sample_mr_mpc_9() {
     assert!(r.bytes_in_flight() + 1024 <= before);
     assert!(send_new(&r, now).contains(&"MR-MPC-1"), "MR-MPC-9");
 }
+
+/// Sends `spec` at `now` from an allowed value other than `avoid` (MR-MPS-7).
+fn send_spec(
+    r: &MpRequester,
+    spec: &PacketSpec,
+    now: u64,
+    avoid: u16,
+) -> (MpRequester, Vec<&'static str>) {
+    let Field::OneOf(evs) = &spec.udp_src_port else {
+        panic!("entropy set")
+    };
+    let ev = evs.iter().copied().find(|&v| v != avoid).unwrap();
+    let p = wire(build(r, spec, now as u32));
+    let (n, f) = r.on_transmit(&p.roce(), ev, now);
+    (n, ids(&f))
+}
+
+fn trim_nak(r: &MpRequester, q: u32, ev: u16, now: u64) -> (MpRequester, Outcomes) {
+    let mut s = sack(0xFF_FFFF, q, 0, ev, 1);
+    s.syndrome = Syndrome::NAK_TRIMMED;
+    s.trimmed = true;
+    ack_at(r, 0xFF_FFFF, s, now)
+}
+
+#[test]
+fn oldest_psn_retransmission_beyond_cwnd_mr_mpc_10() {
+    // cwnd 8192 full with PSNs 0–7; a NAK 0x65 on PSN 0 decreases cwnd to
+    // 5734 while 7168 bytes stay in flight.
+    let r = sent_packets(cc_cfg(0), 16, 8);
+    let ev0 = r.segs[&0].entropy;
+    let (r, o) = trim_nak(&r, 0, ev0, 1000);
+    assert_eq!(r.cc.cwnd, 8192 * 700 / 1000);
+    assert_eq!(r.bytes_in_flight(), 7 * 1024);
+    // Not required (cwnd is full), but allowed: PSN 0 is the oldest
+    // unacknowledged PSN and deemed lost (MR-MPC-10).
+    assert!(required_psns(&o).is_empty(), "MR-MPC-1: not required");
+    let opt: Vec<_> = o
+        .optional
+        .iter()
+        .filter(|c| c.reqs.contains(&"MR-MPC-10"))
+        .filter_map(|c| match &c.value {
+            Effect::Send(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opt.len(), 1, "MR-MPC-10: the oldest PSN only");
+    assert_eq!(opt[0].psn, Field::Exact(psn(0)));
+    assert!(
+        !optional_sends(&o)
+            .iter()
+            .any(|s| s.mpeth.retransmission == Field::Exact(false)),
+        "MR-MPC-1: no new packet beyond cwnd"
+    );
+    let (r, f) = send_spec(&r, &opt[0], 1001, ev0);
+    assert!(f.is_empty(), "MR-MPC-10: conforming: {f:?}");
+    assert_eq!(r.bytes_in_flight(), 8 * 1024);
+    // A new packet beyond cwnd is still reported.
+    assert!(send_new(&r, 1002).contains(&"MR-MPC-1"), "MR-MPC-1");
+    // A second copy of PSN 0 before it is deemed lost again is outside the
+    // bound (one per loss): MR-MPC-1 (and MR-MPL-4).
+    assert!(r.next_packets(1002).required.is_empty());
+    assert!(
+        r.next_packets(1002)
+            .optional
+            .iter()
+            .all(|c| { !matches!(&c.value, Effect::Send(s) if s.psn == Field::Exact(psn(0))) })
+    );
+    let again = r.packet_spec(&r.wrs[&1], 0, true, 1002);
+    let (_, f) = send_spec(&r, &again, 1002, r.segs[&0].entropy);
+    assert_eq!(f, vec!["MR-MPL-4", "MR-MPC-1"], "MR-MPC-10: once per loss");
+    // A lost PSN that is not the oldest gets no exemption.
+    let ev1 = r.segs[&1].entropy;
+    let (r1, o) = trim_nak(&r, 1, ev1, 1003);
+    assert!(o.required.is_empty() && o.optional.iter().all(|c| !c.reqs.contains(&"MR-MPC-10")));
+    let spec1 = r1.packet_spec(&r1.wrs[&1], 1024, true, 1004);
+    let (_, f) = send_spec(&r1, &spec1, 1004, ev1);
+    assert_eq!(f, vec!["MR-MPC-1"], "MR-MPC-10: only the oldest PSN");
+    // Deemed lost again (a new loss event): one more copy is allowed.
+    let (r, o) = trim_nak(&r, 0, r.segs[&0].entropy, 1005);
+    let spec = optional_sends(&o)
+        .into_iter()
+        .find(|s| s.psn == Field::Exact(psn(0)))
+        .cloned()
+        .expect("MR-MPC-10: again after a new loss");
+    let (_, f) = send_spec(&r, &spec, 1006, r.segs[&0].entropy);
+    assert!(f.is_empty(), "MR-MPC-10: {f:?}");
+}
+
+#[test]
+fn read_rerequest_beyond_cwnd_mr_mpc_10() {
+    // A READ of 16 KiB leaves with nothing in flight although cwnd is 8192
+    // (MR-MPC-1); responses 0, 4, 5, 6 arrive, so 1–3 are deemed missing
+    // (K = 3) and cwnd decreases to 5734 while 12 KiB stay in flight.
+    let r = MpRequester::new(cc_cfg(0), 0x22, psn(0));
+    let (r, _) = r.post_send(SendWr {
+        wr: 1,
+        op: WrOp::Read {
+            va: 0x5000,
+            rkey: 9,
+            len: 16 * 1024,
+        },
+        fence: false,
+        signaled: true,
+    });
+    let (mut r, f, _) = send_next(&r, 0);
+    assert!(f.is_empty(), "{f:?}");
+    let mut o = Outcomes::none();
+    for (t, i) in [0u32, 4, 5, 6].into_iter().enumerate() {
+        let w = wire(req(
+            Opcode::MP_READ_RESPONSE,
+            i,
+            0,
+            i * 1024,
+            16 * 1024,
+            &[0; 1024],
+        ));
+        (r, o) = r.on_ack(&w.roce(), &at(5000 + t as u64, 0xC000));
+    }
+    assert_eq!(r.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7");
+    assert_eq!(
+        r.bytes_in_flight(),
+        12 * 1024,
+        "§7.12: missing responses stay in flight"
+    );
+    assert!(required_sends(&o).is_empty(), "MR-MPC-1: not required");
+    let s = optional_sends(&o)
+        .into_iter()
+        .find(|s| s.opcode == Field::Exact(Opcode::MP_READ_REQUEST))
+        .cloned()
+        .expect("MR-MPC-10: the re-request is allowed beyond cwnd");
+    assert_eq!(s.mpeth.offset, Field::Exact(1024), "MR-MPR-7");
+    assert_eq!(s.mpeth.dma_len, Field::Exact(3 * 1024), "MR-MPR-7");
+    let (r2, f) = send_spec(&r, &s, 5010, 0);
+    assert!(f.is_empty(), "MR-MPC-10: conforming: {f:?}");
+    assert_eq!(r2.bytes_in_flight(), 12 * 1024, "adds no bytes");
+    // A re-request of responses not deemed missing (7–15) is not exempt.
+    let bad = r.rerequest_spec(&r.wrs[&1], 7 * 1024, 9 * 1024, 5010);
+    let (_, f) = send_spec(&r, &bad, 5010, 0);
+    assert_eq!(f, vec!["MR-MPC-1"], "MR-MPC-10: only missing responses");
+    // Nor is a new packet.
+    let (r2, _) = r2.post_send(write_wr(2, 1024));
+    assert!(r2.next_packets(5011).optional.is_empty(), "MR-MPC-1");
+    assert!(send_new(&r2, 5011).contains(&"MR-MPC-1"), "MR-MPC-1");
+}
