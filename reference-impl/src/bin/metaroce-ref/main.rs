@@ -8,11 +8,14 @@
 //! - `serve`: the agent (AGENT.md), driven over TCP by the conformance
 //!   harness, with its data plane on an interface (`--iface`, AF_PACKET) or
 //!   on the null link.
+//! - `perf`: goodput of one Base RC connection (WRITE, READ or SEND, like
+//!   `ib_write_bw`), or with `--blast` the raw-frame ceiling of the link.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod peer;
+mod perf;
 mod serve;
 
 /// The MetaRoCE reference transport.
@@ -30,11 +33,15 @@ enum Command {
     /// Runs the agent (AGENT.md): JSON lines over TCP, data plane on
     /// --iface.
     Serve(serve::ServeCmd),
+    /// Measures goodput of one Base RC connection (WRITE, READ, SEND), or
+    /// with --blast the raw-frame ceiling of the link.
+    Perf(perf::PerfArgs),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Peer(args) => peer::main(&args),
         Command::Serve(cmd) => serve::main(&cmd),
+        Command::Perf(args) => perf::main(&args),
     }
 }

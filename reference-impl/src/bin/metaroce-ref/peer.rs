@@ -129,7 +129,7 @@ pub struct PeerArgs {
     seed: Option<[u8; 32]>,
 }
 
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+pub(crate) fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let parts: Vec<&str> = s.split(':').collect();
     let mut mac = [0u8; 6];
     if parts.len() != 6 {
@@ -141,7 +141,7 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     Ok(mac)
 }
 
-fn parse_seed(s: &str) -> Result<[u8; 32], String> {
+pub(crate) fn parse_seed(s: &str) -> Result<[u8; 32], String> {
     let mut seed = [0u8; 32];
     if s.len() != 64 || !s.is_ascii() {
         return Err("a seed is 64 hex digits".into());
@@ -152,7 +152,7 @@ fn parse_seed(s: &str) -> Result<[u8; 32], String> {
     Ok(seed)
 }
 
-fn fresh_seed() -> Result<[u8; 32], String> {
+pub(crate) fn fresh_seed() -> Result<[u8; 32], String> {
     use std::io::Read;
     let mut seed = [0u8; 32];
     std::fs::File::open("/dev/urandom")
@@ -286,7 +286,7 @@ impl Info {
     }
 }
 
-fn write_info(path: &Path, v: &Value) -> Result<(), String> {
+pub(crate) fn write_info(path: &Path, v: &Value) -> Result<(), String> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     std::fs::write(&tmp, format!("{v}\n"))

@@ -1,0 +1,845 @@
+//! `metaroce-ref perf`: throughput of one Base RC connection over the
+//! AF_PACKET driver, in the manner of `ib_write_bw` / `ib_read_bw` /
+//! `ib_send_bw`, and `--blast`, the ceiling of the link for frames of the
+//! same size.
+//!
+//! Base (`--op write|read|send`): the client keeps `--depth` work requests
+//! of `--size` bytes outstanding until `--messages` have completed or
+//! `--duration` seconds have passed, then sends a final SEND with
+//! immediate; the server exposes memory (WRITE, READ) or keeps receives
+//! posted (SEND), and exits after the final SEND once the link is quiet.
+//! Setup is out of band, as in `peer`: each side writes its QPN, PSN, R_Key
+//! and buffer address as JSON to `--info-out` and waits for the peer's at
+//! `--info-in`. Data is not verified (that is `peer`'s job). The client's
+//! timing, from the first post to the last completion, gives the goodput
+//! (message bytes only); both sides print a final JSON line.
+//!
+//! Blast (`--blast`): the client sends one RoCE RC SEND-middle frame with a
+//! payload of `min(--size, --pmtu)` bytes, built by the codec, as fast as
+//! the socket takes it for `--duration` seconds: no device, no
+//! reliability, no queue between threads. The server counts the frames addressed to it and
+//! reports the payload rate between the first and the last: what the link
+//! and the socket path deliver, the ceiling for Base.
+//!
+//! Exit status: 0 on success, 1 on an error completion, a setup error or
+//! the time limit; 2 on bad arguments.
+
+use crate::peer::{Role, fresh_seed, parse_mac, parse_seed, write_info};
+use clap::{Args, ValueEnum};
+use core::net::Ipv4Addr;
+use metaroce_codec::{Opcode, PacketBuilder};
+use metaroce_ref::drivers::raw::{RawConfig, RawDriver, interface_mac};
+use metaroce_ref::{
+    Access, AddressVector, CqHandle, Device, DeviceConfig, MrInfo, QpAttrs, QpInit, QpState,
+    QpType, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode, WcStatus, WrOp,
+};
+use serde_json::{Value, json};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Immediate of the client's final SEND.
+const FIN_IMM: u32 = 0xF1F1_F1F1;
+/// Length of the final SEND.
+const FIN_LEN: u32 = 8;
+/// Receives the server keeps posted in SEND mode, at least.
+const MIN_RECVS: u32 = 64;
+/// The blast receiver stops after this long without a frame (once some
+/// arrived).
+const BLAST_IDLE: Duration = Duration::from_secs(1);
+/// Interval of the progress line.
+const PROGRESS: Duration = Duration::from_secs(1);
+
+/// The operation measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Op {
+    /// RDMA WRITE into the server's memory.
+    Write,
+    /// RDMA READ from the server's memory.
+    Read,
+    /// SEND into the server's posted receives.
+    Send,
+}
+
+/// Arguments of `metaroce-ref perf`.
+#[derive(Debug, Args)]
+pub struct PerfArgs {
+    /// Interface to open (AF_PACKET; needs root or CAP_NET_RAW).
+    #[arg(long)]
+    iface: String,
+    /// Server (responder, or blast receiver) or client (requester, or blast
+    /// sender).
+    #[arg(long, value_enum)]
+    role: Role,
+    /// Raw frames without the transport: the link's ceiling.
+    #[arg(long)]
+    blast: bool,
+    /// Operation (Base mode; both ends must agree).
+    #[arg(long, value_enum, default_value_t = Op::Write)]
+    op: Op,
+    /// Message size in bytes (blast: frames carry min(size, pmtu)).
+    #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
+    size: u32,
+    /// Messages to complete (Base client); ignored with --duration.
+    #[arg(long, default_value_t = 10000)]
+    messages: u64,
+    /// Seconds to run instead of a message count (Base client, blast
+    /// sender).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Work requests the client keeps outstanding.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    depth: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (frames must fit the link MTU).
+    #[arg(long, default_value_t = 1024)]
+    pmtu: u32,
+    /// Largest span of unacknowledged PSNs per QP.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=(1 << 23) - 1))]
+    window: u32,
+    /// Local ACK timeout exponent (4.096 µs × 2^n; 14 is 67 ms: on a
+    /// loaded 2-core machine 12, 17 ms, fired spuriously).
+    #[arg(long, default_value_t = 14)]
+    ack_timeout: u8,
+    /// Local MAC address (default: the interface's).
+    #[arg(long, value_parser = parse_mac)]
+    mac: Option<[u8; 6]>,
+    /// Local IPv4 address of the device (not configured on the interface).
+    #[arg(long, default_value = "10.99.0.1")]
+    ip: Ipv4Addr,
+    /// The peer's MAC address (static neighbour; no ARP).
+    #[arg(long, value_parser = parse_mac)]
+    peer_mac: [u8; 6],
+    /// The peer's IPv4 address.
+    #[arg(long, default_value = "10.99.0.2")]
+    peer_ip: Ipv4Addr,
+    /// File this end writes its connection parameters to (JSON). Blast:
+    /// the receiver writes it when ready.
+    #[arg(long)]
+    info_out: Option<PathBuf>,
+    /// File the peer writes its parameters to (waited for). Blast: the
+    /// sender waits for it before sending.
+    #[arg(long)]
+    info_in: Option<PathBuf>,
+    /// Time limit for the whole run, including waiting for the peer.
+    #[arg(long, default_value_t = 60)]
+    timeout_secs: u64,
+    /// Server: quiet period after the final SEND before exiting.
+    #[arg(long, default_value_t = 300)]
+    linger_ms: u64,
+    /// Driver tick in milliseconds (longest wait for a frame; 0 busy-polls).
+    #[arg(long, default_value_t = 1)]
+    tick_ms: u64,
+    /// 64 hex digits seeding PSNs, keys and QPNs (default: /dev/urandom).
+    #[arg(long, value_parser = parse_seed)]
+    seed: Option<[u8; 32]>,
+}
+
+/// Runs `metaroce-ref perf`.
+pub fn main(args: &PerfArgs) -> ExitCode {
+    let start = Instant::now();
+    let mut summary = json!({
+        "mode": if args.blast { "blast" } else { "base" },
+        "role": format!("{:?}", args.role).to_lowercase(),
+        "op": if args.blast { "blast".to_string() } else { format!("{:?}", args.op).to_lowercase() },
+        "size": args.size,
+        "pmtu": args.pmtu,
+    });
+    let result = if !matches!(args.pmtu, 256 | 512 | 1024 | 2048 | 4096) {
+        Err(format!("--pmtu {}: not a valid path MTU", args.pmtu))
+    } else if args.duration.is_some_and(|d| !(d > 0.0 && d <= 3600.0)) {
+        Err("--duration: between 0 and 3600 seconds".to_string())
+    } else {
+        let deadline = Instant::now() + Duration::from_secs(args.timeout_secs);
+        match (args.blast, args.role) {
+            (true, Role::Client) => blast_send(args, deadline, &mut summary),
+            (true, Role::Server) => blast_receive(args, deadline, &mut summary),
+            (false, role) => base(args, role, deadline, &mut summary),
+        }
+    };
+    summary["elapsed_ms"] = json!(start.elapsed().as_millis() as u64);
+    let code = match result {
+        Ok(()) => {
+            summary["ok"] = json!(true);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("metaroce-ref perf ({:?}): {e}", args.role);
+            summary["ok"] = json!(false);
+            summary["error"] = json!(e);
+            ExitCode::FAILURE
+        }
+    };
+    println!("{summary}");
+    code
+}
+
+// ---- Reporting ---------------------------------------------------------
+
+/// Goodput figures of `bytes` in `secs`.
+fn rates(bytes: u64, messages: u64, secs: f64) -> Value {
+    let secs = secs.max(1e-9);
+    json!({
+        "bytes": bytes,
+        "seconds": (secs * 1e6).round() / 1e6,
+        "gbps": round3(bytes as f64 * 8.0 / secs / 1e9),
+        "mib_s": round3(bytes as f64 / secs / (1024.0 * 1024.0)),
+        "msg_rate": round3(messages as f64 / secs),
+    })
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The progress line on stderr: rewritten in place on a terminal, one line
+/// per interval otherwise.
+struct Progress {
+    start: Instant,
+    last: Instant,
+    last_bytes: u64,
+    tty: bool,
+    shown: bool,
+}
+
+impl Progress {
+    fn new() -> Self {
+        let now = Instant::now();
+        Progress {
+            start: now,
+            last: now,
+            last_bytes: 0,
+            tty: std::io::stderr().is_terminal(),
+            shown: false,
+        }
+    }
+
+    fn tick(&mut self, what: &str, bytes: u64, messages: u64, retrans: u64) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last);
+        if dt < PROGRESS {
+            return;
+        }
+        let gbps = (bytes - self.last_bytes) as f64 * 8.0 / dt.as_secs_f64() / 1e9;
+        let line = format!(
+            "{what}: {:5.1} s  {gbps:7.3} Gb/s  {messages} msgs  {retrans} retransmitted",
+            now.duration_since(self.start).as_secs_f64()
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = if self.tty {
+            write!(err, "\r{line}  ")
+        } else {
+            writeln!(err, "{line}")
+        };
+        self.last = now;
+        self.last_bytes = bytes;
+        self.shown = true;
+    }
+
+    fn finish(&self) {
+        if self.tty && self.shown {
+            eprintln!();
+        }
+    }
+}
+
+// ---- Out-of-band parameters -------------------------------------------
+
+fn read_json(path: &Path, deadline: Instant) -> Result<Value, String> {
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not JSON: {e}", path.display()));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("timed out waiting for {}", path.display()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn field(v: &Value, k: &str) -> Result<u64, String> {
+    v.get(k)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("peer parameters: missing or bad {k:?}: {v}"))
+}
+
+fn u32_field(v: &Value, k: &str) -> Result<u32, String> {
+    u32::try_from(field(v, k)?).map_err(|_| format!("peer parameters: {k:?} out of range"))
+}
+
+fn info_paths(args: &PerfArgs) -> Result<(&Path, &Path), String> {
+    match (&args.info_out, &args.info_in) {
+        (Some(o), Some(i)) => Ok((o, i)),
+        _ => Err("--info-out and --info-in are required (out-of-band setup)".into()),
+    }
+}
+
+fn e<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
+    move |err| format!("{what}: {err}")
+}
+
+// ---- Base --------------------------------------------------------------
+
+struct Conn {
+    driver: RawDriver,
+    cq: CqHandle,
+    qpn: u32,
+    mr: MrInfo,
+    /// Server: receives kept posted.
+    recvs: u32,
+    peer_rkey: u32,
+    peer_va: u64,
+}
+
+fn base(args: &PerfArgs, role: Role, deadline: Instant, summary: &mut Value) -> Result<(), String> {
+    let mut conn = connect(args, role, deadline)?;
+    let outcome = match role {
+        Role::Client => client(args, &mut conn, deadline, summary),
+        Role::Server => server(args, &mut conn, deadline, summary),
+    };
+    let s = conn.driver.stats();
+    let c = conn.driver.device().counters();
+    summary["retransmitted_packets"] = json!(c.retransmitted_packets);
+    summary["driver"] = json!({
+        "frames_in": s.frames_in, "frames_out": s.frames_out,
+        "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
+        "rx_dropped": s.rx_dropped, "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
+        "socket_rx_buffer": conn.driver.port().socket_rx_buffer(),
+    });
+    summary["device"] = json!({
+        "frames_received": c.frames_received, "frames_sent": c.frames_sent,
+        "retransmitted_packets": c.retransmitted_packets,
+        "local_ack_timeouts": c.local_ack_timeouts,
+        "seq_naks_sent": c.seq_naks_sent, "rnr_naks_sent": c.rnr_naks_sent,
+        "duplicate_requests": c.duplicate_requests,
+    });
+    outcome
+}
+
+fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, String> {
+    let (info_out, info_in) = info_paths(args)?;
+    let mac = match args.mac {
+        Some(m) => m,
+        None => interface_mac(&args.iface).map_err(|e| e.to_string())?,
+    };
+    let seed = match args.seed {
+        Some(s) => s,
+        None => fresh_seed()?,
+    };
+    let device = Device::new(
+        DeviceConfig {
+            max_outstanding_psns: args.window,
+            ..DeviceConfig::new(mac, args.ip)
+        },
+        seed,
+    );
+    let config = RawConfig {
+        tick: Duration::from_millis(args.tick_ms),
+        ..RawConfig::default()
+    };
+    let mut driver = RawDriver::open(&args.iface, device, config).map_err(|e| e.to_string())?;
+    let dev = driver.device_mut();
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq();
+    let qpn = dev
+        .create_qp(QpInit {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            sq_sig_all: false,
+        })
+        .map_err(e("create_qp"))?;
+    let size = u64::from(args.size);
+    let depth = u64::from(args.depth);
+    // Server: receive slots, then the WRITE/READ region (depth slots).
+    // Client: depth source/destination slots.
+    let recvs = match args.op {
+        Op::Send => MIN_RECVS.max(2 * args.depth),
+        Op::Write | Op::Read => 4,
+    };
+    let (len, access) = match role {
+        Role::Client => (depth * size, Access::LOCAL_WRITE),
+        Role::Server => (
+            (u64::from(recvs) + depth) * size,
+            Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0),
+        ),
+    };
+    let len = usize::try_from(len).map_err(|_| "buffer too large".to_string())?;
+    let mr = dev.reg_mr(pd, len, access).map_err(e("reg_mr"))?;
+    // Something other than zeros to move.
+    let pattern: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    dev.write_mr(mr.lkey, mr.addr, &pattern)
+        .map_err(e("write_mr"))?;
+    let psn = dev.random_psn();
+    dev.modify_qp(
+        qpn,
+        QpState::Init,
+        &QpAttrs {
+            access: Some(Access::ALL),
+            ..Default::default()
+        },
+    )
+    .map_err(e("modify_qp INIT"))?;
+    if role == Role::Server {
+        for k in 0..u64::from(recvs) {
+            post_recv(dev, qpn, &mr, size, recvs, k)?;
+        }
+    }
+    let remote_base = mr.addr + u64::from(recvs) * size;
+    let me = json!({
+        "role": format!("{role:?}").to_lowercase(),
+        "qpn": qpn, "psn": psn, "rkey": mr.rkey, "va": remote_base,
+        "op": format!("{:?}", args.op).to_lowercase(),
+        "size": args.size, "pmtu": args.pmtu, "depth": args.depth,
+    });
+    write_info(info_out, &me)?;
+    let peer = read_json(info_in, deadline)?;
+    for k in ["op", "size", "pmtu", "depth"] {
+        if peer.get(k) != me.get(k) {
+            return Err(format!(
+                "the peer runs another test: {k} {} here, {} there",
+                me[k],
+                peer.get(k).unwrap_or(&Value::Null)
+            ));
+        }
+    }
+    dev.modify_qp(
+        qpn,
+        QpState::Rtr,
+        &QpAttrs {
+            dest_qpn: Some(u32_field(&peer, "qpn")?),
+            rq_psn: Some(u32_field(&peer, "psn")?),
+            pmtu: Some(args.pmtu),
+            path: Some(AddressVector {
+                dest_ip: args.peer_ip,
+                dest_mac: args.peer_mac,
+                traffic_class: 0,
+                hop_limit: 64,
+            }),
+            max_dest_rd_atomic: Some(16),
+            min_rnr_timer: Some(1),
+            ..Default::default()
+        },
+    )
+    .map_err(e("modify_qp RTR"))?;
+    dev.modify_qp(
+        qpn,
+        QpState::Rts,
+        &QpAttrs {
+            sq_psn: Some(psn),
+            timeout: Some(args.ack_timeout),
+            retry_cnt: Some(7),
+            rnr_retry: Some(7),
+            max_rd_atomic: Some(16),
+            ..Default::default()
+        },
+    )
+    .map_err(e("modify_qp RTS"))?;
+    Ok(Conn {
+        driver,
+        cq,
+        qpn,
+        mr,
+        recvs,
+        peer_rkey: u32_field(&peer, "rkey")?,
+        peer_va: field(&peer, "va")?,
+    })
+}
+
+fn post_recv(
+    dev: &mut Device,
+    qpn: u32,
+    mr: &MrInfo,
+    size: u64,
+    recvs: u32,
+    wr_id: u64,
+) -> Result<(), String> {
+    let slot = wr_id % u64::from(recvs);
+    let wr = RecvWr {
+        wr_id,
+        sg_list: vec![Sge {
+            addr: mr.addr + slot * size,
+            len: size as u32,
+            lkey: mr.lkey,
+        }],
+    };
+    dev.post_recv(qpn, wr).map_err(e("post_recv"))
+}
+
+fn client(
+    args: &PerfArgs,
+    c: &mut Conn,
+    deadline: Instant,
+    summary: &mut Value,
+) -> Result<(), String> {
+    let (size, depth) = (u64::from(args.size), u64::from(args.depth));
+    let (mr, qpn, cq, rkey, peer_va) = (c.mr, c.qpn, c.cq, c.peer_rkey, c.peer_va);
+    let op = args.op;
+    let limit = match args.duration {
+        Some(_) => u64::MAX,
+        None => args.messages.max(1),
+    };
+    let stop_at = args
+        .duration
+        .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let (mut posted, mut completed) = (0u64, 0u64);
+    let mut failure: Option<String> = None;
+    let mut progress = Progress::new();
+    let what = format!("{op:?} {size} B");
+    let start = Instant::now();
+    let mut end = start;
+    let outcome = c
+        .driver
+        .run_until(deadline, |dev| {
+            let wcs = match dev.poll_cq(cq, 256) {
+                Ok(w) => w,
+                Err(err) => {
+                    failure = Some(format!("poll_cq: {err}"));
+                    return true;
+                }
+            };
+            for wc in wcs {
+                if wc.status != WcStatus::Success {
+                    failure = Some(format!("message {completed}: completion {wc:?}"));
+                    return true;
+                }
+                completed += 1;
+            }
+            let now = Instant::now();
+            let stopping = stop_at.is_some_and(|t| now >= t);
+            while !stopping && posted < limit && posted - completed < depth {
+                let slot = posted % depth;
+                let remote = RemoteAddr {
+                    va: peer_va + slot * size,
+                    rkey,
+                };
+                let wop = match op {
+                    Op::Write => WrOp::Write(remote),
+                    Op::Read => WrOp::Read(remote),
+                    Op::Send => WrOp::Send,
+                };
+                let sge = Sge {
+                    addr: mr.addr + slot * size,
+                    len: args.size,
+                    lkey: mr.lkey,
+                };
+                if let Err(err) = dev.post_send(qpn, SendWr::new(posted, wop, vec![sge])) {
+                    failure = Some(format!("post_send {posted}: {err}"));
+                    return true;
+                }
+                posted += 1;
+            }
+            let retrans = dev.counters().retransmitted_packets;
+            progress.tick(&what, completed * size, completed, retrans);
+            end = now;
+            completed == posted && (completed >= limit || stopping)
+        })
+        .map_err(|err| err.to_string())?;
+    progress.finish();
+    let secs = end.duration_since(start).as_secs_f64();
+    summary["posted"] = json!(posted);
+    summary["completed"] = json!(completed);
+    summary["depth"] = json!(args.depth);
+    summary["window"] = json!(args.window);
+    summary["goodput"] = rates(completed * size, completed, secs);
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    if outcome != metaroce_ref::drivers::raw::RunOutcome::Done {
+        return Err(format!(
+            "time limit: {completed} of {posted} posted work requests completed"
+        ));
+    }
+    // The final SEND tells the server to finish.
+    let fin = SendWr::new(
+        u64::MAX,
+        WrOp::SendImm(FIN_IMM),
+        vec![Sge {
+            addr: mr.addr,
+            len: FIN_LEN.min(args.size),
+            lkey: mr.lkey,
+        }],
+    );
+    c.driver
+        .device_mut()
+        .post_send(qpn, fin)
+        .map_err(e("post_send (final)"))?;
+    let mut done = false;
+    c.driver
+        .run_until(deadline, |dev| {
+            match dev.poll_cq(cq, 16) {
+                Ok(wcs) => {
+                    for wc in wcs {
+                        if wc.wr_id == u64::MAX {
+                            done = true;
+                            if wc.status != WcStatus::Success {
+                                failure = Some(format!("final SEND: {wc:?}"));
+                            }
+                        }
+                    }
+                }
+                Err(err) => failure = Some(format!("poll_cq: {err}")),
+            }
+            done || failure.is_some()
+        })
+        .map_err(|err| err.to_string())?;
+    match failure {
+        Some(f) => Err(f),
+        None if !done => Err("time limit: the final SEND did not complete".into()),
+        None => Ok(()),
+    }
+}
+
+fn server(
+    args: &PerfArgs,
+    c: &mut Conn,
+    deadline: Instant,
+    summary: &mut Value,
+) -> Result<(), String> {
+    let size = u64::from(args.size);
+    let (mr, qpn, cq, recvs) = (c.mr, c.qpn, c.cq, c.recvs);
+    let mut next = u64::from(recvs);
+    let (mut received, mut bytes) = (0u64, 0u64);
+    let mut finished = false;
+    let mut failure: Option<String> = None;
+    let mut progress = Progress::new();
+    let what = format!("server {:?} {size} B", args.op);
+    let outcome = c
+        .driver
+        .run_until(deadline, |dev| {
+            let wcs = match dev.poll_cq(cq, 256) {
+                Ok(w) => w,
+                Err(err) => {
+                    failure = Some(format!("poll_cq: {err}"));
+                    return true;
+                }
+            };
+            for wc in wcs {
+                if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
+                    failure = Some(format!("completion {wc:?}"));
+                    return true;
+                }
+                if wc.imm == Some(FIN_IMM) {
+                    finished = true;
+                    return true;
+                }
+                received += 1;
+                bytes += u64::from(wc.byte_len);
+                if let Err(err) = post_recv(dev, qpn, &mr, size, recvs, next) {
+                    failure = Some(err);
+                    return true;
+                }
+                next += 1;
+            }
+            // WRITE and READ leave no completion here: show frames instead.
+            let shown = if args.op == Op::Send {
+                bytes
+            } else {
+                dev.counters().frames_received
+            };
+            progress.tick(&what, shown, received, dev.counters().duplicate_requests);
+            false
+        })
+        .map_err(|err| err.to_string())?;
+    progress.finish();
+    summary["received"] = json!(received);
+    summary["received_bytes"] = json!(bytes);
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    if outcome != metaroce_ref::drivers::raw::RunOutcome::Done || !finished {
+        return Err("time limit: the final SEND was not seen".into());
+    }
+    // Linger until quiet, so a lost ACK of the final SEND can be repeated.
+    let linger = Duration::from_millis(args.linger_ms);
+    let mut seen = c.driver.device().counters().frames_received;
+    let mut since = Instant::now();
+    c.driver
+        .run_until(deadline, |dev| {
+            let now_seen = dev.counters().frames_received;
+            if now_seen != seen {
+                seen = now_seen;
+                since = Instant::now();
+            }
+            since.elapsed() >= linger
+        })
+        .map_err(|err| err.to_string())?;
+    Ok(())
+}
+
+// ---- Blast -------------------------------------------------------------
+
+/// The blast frame: a RoCE RC SEND-middle of `min(size, pmtu)` payload
+/// bytes, built by the codec.
+fn blast_frame(args: &PerfArgs, mac: [u8; 6]) -> Vec<u8> {
+    let payload = args.size.min(args.pmtu) as usize;
+    PacketBuilder::new(Opcode::RC_SEND_MIDDLE)
+        .macs(mac, args.peer_mac)
+        .ipv4(args.ip, args.peer_ip)
+        .dest_qp(0x000B_1A57)
+        .psn(0)
+        .payload((0..payload).map(|i| (i % 251) as u8).collect::<Vec<u8>>())
+        .build()
+}
+
+/// Both halves of a pnet Ethernet channel.
+type Channel = (
+    Box<dyn pnet_datalink::DataLinkSender>,
+    Box<dyn pnet_datalink::DataLinkReceiver>,
+);
+
+fn open_channel(iface: &str, frame_len: usize, promiscuous: bool) -> Result<Channel, String> {
+    let interface = pnet_datalink::interfaces()
+        .into_iter()
+        .find(|i| i.name == iface)
+        .ok_or_else(|| format!("no interface {iface:?}"))?;
+    let config = pnet_datalink::Config {
+        socket_fd: big_rx_socket()?,
+        read_buffer_size: frame_len.max(16 * 1024),
+        write_buffer_size: frame_len.max(16 * 1024),
+        read_timeout: Some(Duration::from_millis(10)),
+        write_timeout: Some(Duration::from_millis(100)),
+        promiscuous,
+        ..pnet_datalink::Config::default()
+    };
+    match pnet_datalink::channel(&interface, config) {
+        Ok(pnet_datalink::Channel::Ethernet(tx, rx)) => Ok((tx, rx)),
+        Ok(_) => Err(format!("{iface:?}: not an Ethernet channel")),
+        Err(err) => Err(format!("{iface:?}: AF_PACKET socket (needs root): {err}")),
+    }
+}
+
+/// The same 4 MiB socket receive buffer the driver asks for
+/// (`RawConfig::socket_rx_buffer`), so the blast and Base see the same
+/// socket.
+#[cfg(target_os = "linux")]
+fn big_rx_socket() -> Result<Option<i32>, String> {
+    use rustix::net::{AddressFamily, SocketType, socket, sockopt};
+    use std::os::fd::IntoRawFd;
+    let fd = socket(AddressFamily::PACKET, SocketType::RAW, None).map_err(e("socket"))?;
+    let want = RawConfig::default().socket_rx_buffer;
+    if sockopt::set_socket_recv_buffer_size_force(&fd, want).is_err() {
+        let _ = sockopt::set_socket_recv_buffer_size(&fd, want);
+    }
+    Ok(Some(fd.into_raw_fd()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn big_rx_socket() -> Result<Option<i32>, String> {
+    Ok(None)
+}
+
+fn blast_send(args: &PerfArgs, deadline: Instant, summary: &mut Value) -> Result<(), String> {
+    let mac = match args.mac {
+        Some(m) => m,
+        None => interface_mac(&args.iface).map_err(|e| e.to_string())?,
+    };
+    let frame = blast_frame(args, mac);
+    let (mut tx, _rx) = open_channel(&args.iface, frame.len(), false)?;
+    if let Some(ready) = &args.info_in {
+        read_json(ready, deadline)?;
+    }
+    let duration = Duration::from_secs_f64(args.duration.unwrap_or(5.0));
+    let payload = u64::from(args.size.min(args.pmtu));
+    let (mut sent, mut errors) = (0u64, 0u64);
+    let mut last_error = None;
+    let mut progress = Progress::new();
+    let start = Instant::now();
+    let stop = (start + duration).min(deadline);
+    loop {
+        // Check the time every 64 frames.
+        for _ in 0..64 {
+            match tx.send_to(&frame, None) {
+                Some(Ok(())) => sent += 1,
+                Some(Err(err)) => {
+                    errors += 1;
+                    last_error = Some(err.to_string());
+                }
+                None => {
+                    errors += 1;
+                    last_error = Some("frame larger than the write buffer".into());
+                }
+            }
+        }
+        progress.tick("blast send", sent * payload, sent, 0);
+        if Instant::now() >= stop {
+            break;
+        }
+    }
+    progress.finish();
+    let secs = start.elapsed().as_secs_f64();
+    summary["frame_len"] = json!(frame.len());
+    summary["payload"] = json!(payload);
+    summary["sent"] = json!(sent);
+    summary["tx_errors"] = json!(errors);
+    summary["last_error"] = json!(last_error);
+    summary["goodput"] = rates(sent * payload, sent, secs);
+    Ok(())
+}
+
+fn blast_receive(args: &PerfArgs, deadline: Instant, summary: &mut Value) -> Result<(), String> {
+    let mac = match args.mac {
+        Some(m) => m,
+        None => interface_mac(&args.iface).map_err(|e| e.to_string())?,
+    };
+    let expect = blast_frame(args, args.peer_mac);
+    let (_tx, mut rx) = open_channel(&args.iface, expect.len(), true)?;
+    if let Some(ready) = &args.info_out {
+        write_info(ready, &json!({"role": "server", "blast": true}))?;
+    }
+    let payload = u64::from(args.size.min(args.pmtu));
+    let (mut frames, mut other, mut errors) = (0u64, 0u64, 0u64);
+    let (mut first, mut last) = (None::<Instant>, None::<Instant>);
+    let mut progress = Progress::new();
+    loop {
+        let now = Instant::now();
+        if now >= deadline || last.is_some_and(|l| now.duration_since(l) >= BLAST_IDLE) {
+            break;
+        }
+        match rx.next() {
+            Ok(f) => {
+                // Ours: addressed to us, same length, RoCEv2 (UDP 4791).
+                if f.len() == expect.len()
+                    && f.get(0..6) == Some(&mac[..])
+                    && f.get(36..38) == Some(&[0x12, 0xB7][..])
+                {
+                    let t = Instant::now();
+                    first.get_or_insert(t);
+                    last = Some(t);
+                    frames += 1;
+                } else {
+                    other += 1;
+                }
+            }
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => {
+                errors += 1;
+                if errors > 1000 {
+                    return Err("receive failed 1000 times".into());
+                }
+            }
+        }
+        progress.tick("blast receive", frames * payload, frames, 0);
+    }
+    progress.finish();
+    summary["received"] = json!(frames);
+    summary["other_frames"] = json!(other);
+    summary["rx_errors"] = json!(errors);
+    let secs = match (first, last) {
+        (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
+        _ => 0.0,
+    };
+    summary["goodput"] = rates(frames * payload, frames, secs);
+    if frames == 0 {
+        return Err("no blast frame received".into());
+    }
+    Ok(())
+}
