@@ -53,6 +53,8 @@
 
 mod block;
 mod error;
+#[cfg(feature = "libpcap")]
+pub mod live;
 mod read;
 mod write;
 
