@@ -10,12 +10,16 @@
 //!   on the null link.
 //! - `perf`: goodput of one Base RC connection (WRITE, READ or SEND, like
 //!   `ib_write_bw`), or with `--blast` the raw-frame ceiling of the link.
+//! - `pingpong`: the client of rdma-core's `ibv_rc_pingpong` (its TCP
+//!   exchange, then SENDs both ways, echoes verified), for interoperating
+//!   with another RoCEv2 implementation such as Linux soft-RoCE.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod peer;
 mod perf;
+mod pingpong;
 mod serve;
 
 /// The MetaRoCE reference transport.
@@ -36,6 +40,9 @@ enum Command {
     /// Measures goodput of one Base RC connection (WRITE, READ, SEND), or
     /// with --blast the raw-frame ceiling of the link.
     Perf(perf::PerfArgs),
+    /// Runs the client side of ibv_rc_pingpong (TCP exchange, then SENDs
+    /// both ways) against an ibv_rc_pingpong server, e.g. on rdma_rxe.
+    Pingpong(pingpong::PingpongArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +50,6 @@ fn main() -> ExitCode {
         Command::Peer(args) => peer::main(&args),
         Command::Serve(cmd) => serve::main(&cmd),
         Command::Perf(args) => perf::main(&args),
+        Command::Pingpong(args) => pingpong::main(&args),
     }
 }
