@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 fn a_missing_interface_is_a_clear_error() {
     let err = LiveCapture::open("no-such-if0", ROCE_FILTER, 100).unwrap_err();
     assert_eq!(err.interface, "no-such-if0");
-    assert!(err.to_string().starts_with("live capture on no-such-if0: "), "{err}");
+    assert!(
+        err.to_string().starts_with("live capture on no-such-if0: "),
+        "{err}"
+    );
 }
 
 fn is_root() -> bool {
@@ -36,7 +39,10 @@ fn a_roce_datagram_on_loopback_is_captured_and_decodes() {
     }
     let mut capture = LiveCapture::open("lo", ROCE_FILTER, 100).expect("opens lo");
     // The UDP payload of a RoCE SEND (BTH to ICRC), sent to 127.0.0.1:4791.
-    let built = PacketBuilder::new(Opcode::RC_SEND_ONLY).psn(0x12_3456).payload(*b"live").build();
+    let built = PacketBuilder::new(Opcode::RC_SEND_ONLY)
+        .psn(0x12_3456)
+        .payload(*b"live")
+        .build();
     let frame = Frame::parse(&built, &ParseOptions::default()).unwrap();
     let mut roce = vec![0; frame.roce.unwrap().buffer_len()];
     frame.roce.unwrap().emit(&mut roce).unwrap();
@@ -52,6 +58,10 @@ fn a_roce_datagram_on_loopback_is_captured_and_decodes() {
         }
     }
     drop(sink);
-    assert_eq!(psns, vec![0x12_3456], "the datagram was captured once and decoded");
+    assert_eq!(
+        psns,
+        vec![0x12_3456],
+        "the datagram was captured once and decoded"
+    );
     assert!(capture.packets() >= 1);
 }
