@@ -68,16 +68,19 @@ impl<D: DataPlane + ?Sized> DataPlane for Box<D> {
     }
 }
 
-/// Fires the device's timers if due at `now` and hands every queued frame
-/// to `send` (steps 1 and 3 of the contract).
+/// Gives the device the time `now` (firing the timers that are due) and
+/// hands every queued frame to `send` (steps 1 and 3 of the contract).
+///
+/// The time is given on every call, not only when a timer is due: verbs
+/// calls act at the latest time the device was told, so a device left idle
+/// (say, for seconds of out-of-band connection setup) would otherwise arm
+/// the timers of its next work request in the past.
 pub fn service(
     device: &mut Device,
     now: u64,
     mut send: impl FnMut(Vec<u8>) -> io::Result<()>,
 ) -> io::Result<()> {
-    if device.poll_timeout().is_some_and(|t| t <= now) {
-        device.handle_timeout(now);
-    }
+    device.handle_timeout(now);
     while let Some(frame) = device.poll_transmit() {
         send(frame)?;
     }
