@@ -17,6 +17,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod endpoint;
 mod peer;
 mod perf;
 mod pingpong;

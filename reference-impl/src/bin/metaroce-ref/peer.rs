@@ -28,12 +28,14 @@
 //! line on stdout is a JSON summary with the driver's and the device's
 //! counters.
 
+use crate::endpoint::{
+    Connection, DeviceOptions, connect_rc, create_rc_qp, e, open_device, post_recv_slot,
+};
 use clap::{Args, ValueEnum};
 use core::net::Ipv4Addr;
-use metaroce_ref::drivers::raw::{RawConfig, RawDriver, RunOutcome, interface_mac};
+use metaroce_ref::drivers::raw::{RawDriver, RunOutcome};
 use metaroce_ref::{
-    Access, AddressVector, CqHandle, Device, DeviceConfig, MrInfo, QpAttrs, QpInit, QpState,
-    QpType, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode, WcStatus, WrOp,
+    Access, CqHandle, Device, MrInfo, RemoteAddr, SendWr, Sge, WcOpcode, WcStatus, WrOp,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -378,39 +380,17 @@ fn run(args: &PeerArgs, summary: &mut Value) -> Result<(), String> {
 }
 
 fn setup(args: &PeerArgs, deadline: Instant) -> Result<Setup, String> {
-    let mac = match args.mac {
-        Some(m) => m,
-        None => interface_mac(&args.iface).map_err(|e| e.to_string())?,
-    };
-    let seed = match args.seed {
-        Some(s) => s,
-        None => fresh_seed()?,
-    };
-    let device = Device::new(
-        DeviceConfig {
-            max_outstanding_psns: args.window,
-            ..DeviceConfig::new(mac, args.ip)
-        },
-        seed,
-    );
-    let config = RawConfig {
-        tick: Duration::from_millis(args.tick_ms),
-        ..RawConfig::default()
-    };
-    let mut driver = RawDriver::open(&args.iface, device, config).map_err(|e| e.to_string())?;
+    let mut driver = open_device(&DeviceOptions {
+        iface: &args.iface,
+        mac: args.mac,
+        ip: args.ip,
+        seed: args.seed,
+        window: Some(args.window),
+        tick_ms: Some(args.tick_ms),
+    })?;
     let dev = driver.device_mut();
-
-    let pd = dev.alloc_pd();
-    let cq = dev.create_cq();
-    let qpn = dev
-        .create_qp(QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            sq_sig_all: false,
-        })
-        .map_err(e("create_qp"))?;
+    let qp = create_rc_qp(dev, false)?;
+    let (pd, cq, qpn, psn) = (qp.pd, qp.cq, qp.qpn, qp.psn);
     let size = u64::from(args.size);
     let (len, access) = match args.role {
         // source slots, then READ destination slots
@@ -423,16 +403,6 @@ fn setup(args: &PeerArgs, deadline: Instant) -> Result<Setup, String> {
     };
     let len = usize::try_from(len).map_err(|_| "buffer too large".to_string())?;
     let mr = dev.reg_mr(pd, len, access).map_err(e("reg_mr"))?;
-    let psn = dev.random_psn();
-    dev.modify_qp(
-        qpn,
-        QpState::Init,
-        &QpAttrs {
-            access: Some(Access::ALL),
-            ..Default::default()
-        },
-    )
-    .map_err(e("modify_qp INIT"))?;
     if args.role == Role::Server {
         for k in 0..RECV_SLOTS {
             post_recv(dev, qpn, &mr, size, u64::from(k))?;
@@ -455,38 +425,20 @@ fn setup(args: &PeerArgs, deadline: Instant) -> Result<Setup, String> {
             me.messages, me.size, me.pmtu, peer.messages, peer.size, peer.pmtu
         ));
     }
-    dev.modify_qp(
-        qpn,
-        QpState::Rtr,
-        &QpAttrs {
-            dest_qpn: Some(peer.qpn),
-            rq_psn: Some(peer.psn),
-            pmtu: Some(args.pmtu),
-            path: Some(AddressVector {
-                dest_ip: args.peer_ip,
-                dest_mac: args.peer_mac,
-                traffic_class: 0,
-                hop_limit: 64,
-            }),
-            max_dest_rd_atomic: Some(16),
-            min_rnr_timer: Some(1),
-            ..Default::default()
+    connect_rc(
+        dev,
+        &qp,
+        &Connection {
+            peer_qpn: peer.qpn,
+            peer_psn: peer.psn,
+            peer_ip: args.peer_ip,
+            peer_mac: args.peer_mac,
+            pmtu: args.pmtu,
+            ack_timeout: args.ack_timeout,
+            rd_atomic: 16,
+            min_rnr_timer: 1,
         },
-    )
-    .map_err(e("modify_qp RTR"))?;
-    dev.modify_qp(
-        qpn,
-        QpState::Rts,
-        &QpAttrs {
-            sq_psn: Some(psn),
-            timeout: Some(args.ack_timeout),
-            retry_cnt: Some(7),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(16),
-            ..Default::default()
-        },
-    )
-    .map_err(e("modify_qp RTS"))?;
+    )?;
     Ok(Setup {
         driver,
         cq,
@@ -497,22 +449,9 @@ fn setup(args: &PeerArgs, deadline: Instant) -> Result<Setup, String> {
 }
 
 /// Prefixes an error with what failed.
-fn e<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
-    move |err| format!("{what}: {err}")
-}
-
 fn post_recv(dev: &mut Device, qpn: u32, mr: &MrInfo, size: u64, wr_id: u64) -> Result<(), String> {
-    let slot = wr_id % u64::from(RECV_SLOTS);
-    let wr = RecvWr {
-        wr_id,
-        sg_list: vec![Sge {
-            addr: mr.addr + slot * size,
-            len: size as u32,
-            lkey: mr.lkey,
-        }],
-    };
-    dev.post_recv(qpn, wr)
-        .map_err(|e| format!("post_recv: {e}"))
+    let size = u32::try_from(size).map_err(|_| "message size too large".to_string())?;
+    post_recv_slot(dev, qpn, mr, (0, u64::from(RECV_SLOTS)), size, wr_id)
 }
 
 fn client(args: &PeerArgs, s: &mut Setup, deadline: Instant) -> Result<(), String> {

@@ -24,14 +24,16 @@
 //! Exit status: 0 on success, 1 on an error completion, a setup error or
 //! the time limit; 2 on bad arguments.
 
-use crate::peer::{Role, fresh_seed, parse_mac, parse_seed, write_info};
+use crate::endpoint::{
+    Connection, DeviceOptions, connect_rc, create_rc_qp, e, open_device, post_recv_slot,
+};
+use crate::peer::{Role, parse_mac, parse_seed, write_info};
 use clap::{Args, ValueEnum};
 use core::net::Ipv4Addr;
 use metaroce_codec::{Opcode, PacketBuilder};
 use metaroce_ref::drivers::raw::{RawConfig, RawDriver, interface_mac};
 use metaroce_ref::{
-    Access, AddressVector, CqHandle, Device, DeviceConfig, MrInfo, QpAttrs, QpInit, QpState,
-    QpType, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode, WcStatus, WrOp,
+    Access, CqHandle, Device, MrInfo, RemoteAddr, SendWr, Sge, WcOpcode, WcStatus, WrOp,
 };
 use serde_json::{Value, json};
 use std::io::{IsTerminal, Write};
@@ -275,10 +277,6 @@ fn info_paths(args: &PerfArgs) -> Result<(&Path, &Path), String> {
     }
 }
 
-fn e<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
-    move |err| format!("{what}: {err}")
-}
-
 // ---- Base --------------------------------------------------------------
 
 struct Conn {
@@ -319,38 +317,17 @@ fn base(args: &PerfArgs, role: Role, deadline: Instant, summary: &mut Value) -> 
 
 fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, String> {
     let (info_out, info_in) = info_paths(args)?;
-    let mac = match args.mac {
-        Some(m) => m,
-        None => interface_mac(&args.iface).map_err(|e| e.to_string())?,
-    };
-    let seed = match args.seed {
-        Some(s) => s,
-        None => fresh_seed()?,
-    };
-    let device = Device::new(
-        DeviceConfig {
-            max_outstanding_psns: args.window,
-            ..DeviceConfig::new(mac, args.ip)
-        },
-        seed,
-    );
-    let config = RawConfig {
-        tick: Duration::from_millis(args.tick_ms),
-        ..RawConfig::default()
-    };
-    let mut driver = RawDriver::open(&args.iface, device, config).map_err(|e| e.to_string())?;
+    let mut driver = open_device(&DeviceOptions {
+        iface: &args.iface,
+        mac: args.mac,
+        ip: args.ip,
+        seed: args.seed,
+        window: Some(args.window),
+        tick_ms: Some(args.tick_ms),
+    })?;
     let dev = driver.device_mut();
-    let pd = dev.alloc_pd();
-    let cq = dev.create_cq();
-    let qpn = dev
-        .create_qp(QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            sq_sig_all: false,
-        })
-        .map_err(e("create_qp"))?;
+    let qp = create_rc_qp(dev, false)?;
+    let (pd, cq, qpn, psn) = (qp.pd, qp.cq, qp.qpn, qp.psn);
     let size = u64::from(args.size);
     let depth = u64::from(args.depth);
     // Server: receive slots, then the WRITE/READ region (depth slots).
@@ -372,16 +349,6 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
     let pattern: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
     dev.write_mr(mr.lkey, mr.addr, &pattern)
         .map_err(e("write_mr"))?;
-    let psn = dev.random_psn();
-    dev.modify_qp(
-        qpn,
-        QpState::Init,
-        &QpAttrs {
-            access: Some(Access::ALL),
-            ..Default::default()
-        },
-    )
-    .map_err(e("modify_qp INIT"))?;
     if role == Role::Server {
         for k in 0..u64::from(recvs) {
             post_recv(dev, qpn, &mr, size, recvs, k)?;
@@ -405,38 +372,20 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
             ));
         }
     }
-    dev.modify_qp(
-        qpn,
-        QpState::Rtr,
-        &QpAttrs {
-            dest_qpn: Some(u32_field(&peer, "qpn")?),
-            rq_psn: Some(u32_field(&peer, "psn")?),
-            pmtu: Some(args.pmtu),
-            path: Some(AddressVector {
-                dest_ip: args.peer_ip,
-                dest_mac: args.peer_mac,
-                traffic_class: 0,
-                hop_limit: 64,
-            }),
-            max_dest_rd_atomic: Some(16),
-            min_rnr_timer: Some(1),
-            ..Default::default()
+    connect_rc(
+        dev,
+        &qp,
+        &Connection {
+            peer_qpn: u32_field(&peer, "qpn")?,
+            peer_psn: u32_field(&peer, "psn")?,
+            peer_ip: args.peer_ip,
+            peer_mac: args.peer_mac,
+            pmtu: args.pmtu,
+            ack_timeout: args.ack_timeout,
+            rd_atomic: 16,
+            min_rnr_timer: 1,
         },
-    )
-    .map_err(e("modify_qp RTR"))?;
-    dev.modify_qp(
-        qpn,
-        QpState::Rts,
-        &QpAttrs {
-            sq_psn: Some(psn),
-            timeout: Some(args.ack_timeout),
-            retry_cnt: Some(7),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(16),
-            ..Default::default()
-        },
-    )
-    .map_err(e("modify_qp RTS"))?;
+    )?;
     Ok(Conn {
         driver,
         cq,
@@ -456,16 +405,8 @@ fn post_recv(
     recvs: u32,
     wr_id: u64,
 ) -> Result<(), String> {
-    let slot = wr_id % u64::from(recvs);
-    let wr = RecvWr {
-        wr_id,
-        sg_list: vec![Sge {
-            addr: mr.addr + slot * size,
-            len: size as u32,
-            lkey: mr.lkey,
-        }],
-    };
-    dev.post_recv(qpn, wr).map_err(e("post_recv"))
+    let size = u32::try_from(size).map_err(|_| "message size too large".to_string())?;
+    post_recv_slot(dev, qpn, mr, (0, u64::from(recvs)), size, wr_id)
 }
 
 fn client(

@@ -25,14 +25,14 @@
 //! Output: `ibv_rc_pingpong`'s two result lines, then one JSON summary line.
 //! Exit status 0 when every check passed, 1 otherwise.
 
-use crate::peer::{fresh_seed, parse_mac, parse_seed};
+use crate::endpoint::{
+    Connection, DeviceOptions, connect_rc, create_rc_qp, e, open_device, post_recv_slot,
+};
+use crate::peer::{parse_mac, parse_seed};
 use clap::Args;
 use core::net::Ipv4Addr;
-use metaroce_ref::drivers::raw::{RawConfig, RawDriver, RunOutcome, interface_mac};
-use metaroce_ref::{
-    Access, AddressVector, Device, DeviceConfig, MrInfo, QpAttrs, QpInit, QpState, QpType, RecvWr,
-    SendWr, Sge, WcOpcode, WcStatus, WrOp,
-};
+use metaroce_ref::drivers::raw::RunOutcome;
+use metaroce_ref::{Access, Device, MrInfo, SendWr, Sge, WcOpcode, WcStatus, WrOp};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -176,21 +176,9 @@ pub fn main(args: &PingpongArgs) -> ExitCode {
     code
 }
 
-fn e<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
-    move |err| format!("{what}: {err}")
-}
-
+/// Receive `k` goes to slot 1 + k mod RECV_SLOTS (slot 0 is the send buffer).
 fn post_recv(dev: &mut Device, qpn: u32, mr: &MrInfo, size: u32, k: u64) -> Result<(), String> {
-    let slot = k % RECV_SLOTS;
-    let wr = RecvWr {
-        wr_id: k,
-        sg_list: vec![Sge {
-            addr: mr.addr + (1 + slot) * u64::from(size),
-            len: size,
-            lkey: mr.lkey,
-        }],
-    };
-    dev.post_recv(qpn, wr).map_err(e("post_recv"))
+    post_recv_slot(dev, qpn, mr, (1, RECV_SLOTS), size, k)
 }
 
 /// Connects to the server, retrying until it listens or the deadline.
@@ -221,29 +209,17 @@ fn run(args: &PingpongArgs, summary: &mut Value) -> Result<(), String> {
             None
         }
     };
-    let mac = match args.mac {
-        Some(m) => m,
-        None => interface_mac(&args.iface).map_err(|e| e.to_string())?,
-    };
-    let seed = match args.seed {
-        Some(s) => s,
-        None => fresh_seed()?,
-    };
-    let device = Device::new(DeviceConfig::new(mac, args.ip), seed);
-    let mut driver =
-        RawDriver::open(&args.iface, device, RawConfig::default()).map_err(|e| e.to_string())?;
+    let mut driver = open_device(&DeviceOptions {
+        iface: &args.iface,
+        mac: args.mac,
+        ip: args.ip,
+        seed: args.seed,
+        window: None,
+        tick_ms: None,
+    })?;
     let dev = driver.device_mut();
-    let pd = dev.alloc_pd();
-    let cq = dev.create_cq();
-    let qpn = dev
-        .create_qp(QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            sq_sig_all: true,
-        })
-        .map_err(e("create_qp"))?;
+    let qp = create_rc_qp(dev, true)?;
+    let (pd, cq, qpn, psn) = (qp.pd, qp.cq, qp.qpn, qp.psn);
     let size = args.size;
     // slot 0: the send buffer; slots 1..=RECV_SLOTS: receive buffers
     let len = usize::try_from((1 + RECV_SLOTS) * u64::from(size))
@@ -251,16 +227,6 @@ fn run(args: &PingpongArgs, summary: &mut Value) -> Result<(), String> {
     let mr = dev
         .reg_mr(pd, len, Access::LOCAL_WRITE)
         .map_err(e("reg_mr"))?;
-    let psn = dev.random_psn();
-    dev.modify_qp(
-        qpn,
-        QpState::Init,
-        &QpAttrs {
-            access: Some(Access::ALL),
-            ..Default::default()
-        },
-    )
-    .map_err(e("modify_qp INIT"))?;
     for k in 0..RECV_SLOTS {
         post_recv(dev, qpn, &mr, size, k)?;
     }
@@ -295,38 +261,20 @@ fn run(args: &PingpongArgs, summary: &mut Value) -> Result<(), String> {
         );
     }
     let dev = driver.device_mut();
-    dev.modify_qp(
-        qpn,
-        QpState::Rtr,
-        &QpAttrs {
-            dest_qpn: Some(peer.qpn),
-            rq_psn: Some(peer.psn),
-            pmtu: Some(args.pmtu),
-            path: Some(AddressVector {
-                dest_ip: args.peer_ip,
-                dest_mac: args.peer_mac,
-                traffic_class: 0,
-                hop_limit: 64,
-            }),
-            max_dest_rd_atomic: Some(1),
-            min_rnr_timer: Some(12),
-            ..Default::default()
+    connect_rc(
+        dev,
+        &qp,
+        &Connection {
+            peer_qpn: peer.qpn,
+            peer_psn: peer.psn,
+            peer_ip: args.peer_ip,
+            peer_mac: args.peer_mac,
+            pmtu: args.pmtu,
+            ack_timeout: args.ack_timeout,
+            rd_atomic: 1,
+            min_rnr_timer: 12,
         },
-    )
-    .map_err(e("modify_qp RTR"))?;
-    dev.modify_qp(
-        qpn,
-        QpState::Rts,
-        &QpAttrs {
-            sq_psn: Some(psn),
-            timeout: Some(args.ack_timeout),
-            retry_cnt: Some(7),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(1),
-            ..Default::default()
-        },
-    )
-    .map_err(e("modify_qp RTS"))?;
+    )?;
     tcp.write_all(b"done\0").map_err(e("TCP write"))?;
     // Work is posted inside `run_until`, after each turn has given the device
     // the current time (`dataplane::service`), so the seconds spent in the TCP
