@@ -63,8 +63,16 @@ pub fn connection_text(c: &ConnectionSummary) -> String {
         .requester_qpn
         .map_or_else(|| "?".to_string(), |q| format!("{q:#08x}"));
     let mut line = format!(
-        "{} QPN {requester_qpn} -> {} QPN {:#08x}: {} requests, {} responses, {} findings",
-        c.key.requester, c.key.responder, c.key.responder_qpn, c.requests, c.responses, c.findings
+        "{} QPN {requester_qpn} -> {} QPN {:#08x} ({}, frames {}-{}): {} requests, {} responses, {} findings",
+        c.key.requester,
+        c.key.responder,
+        c.key.responder_qpn,
+        if c.mp { "MP" } else { "Base" },
+        c.first_frame,
+        c.last_frame,
+        c.requests,
+        c.responses,
+        c.findings
     );
     if c.unjudged_requests + c.unjudged_responses > 0 {
         let _ = write!(

@@ -1,9 +1,12 @@
-//! One RC connection seen in a capture: the request stream of one requester
-//! QP to one responder QP, and the responses that come back.
+//! One connection seen in a capture: the request stream of one requester
+//! QP to one responder QP, and the responses that come back. A Base RC
+//! connection is judged by the requester and responder models; an MP one by
+//! the MP judge ([`MpJudge`]).
 
 use super::expect::ResponderSide;
 use super::response::Resp;
 use super::{ConversationConfig, ConversationFinding, PacketMeta};
+use crate::model::mp::judge::MpJudge;
 use crate::model::qp::QpType;
 use crate::model::requester::QpType as RequesterQpType;
 use crate::model::requester::judge::{JudgeConfig, RequestStreamJudge};
@@ -43,6 +46,25 @@ pub struct ConnectionSummary {
     pub unjudged_requests: u64,
     /// Responses not judged (answers to requests before the first one judged).
     pub unjudged_responses: u64,
+    /// An MP connection (MP opcodes), judged by the MP judge.
+    pub mp: bool,
+    /// Frame of its first packet.
+    pub first_frame: u64,
+    /// Frame of its latest packet.
+    pub last_frame: u64,
+    /// The connection was closed before the end of the capture: idle for
+    /// longer than the idle time, or the oldest when the table was full.
+    pub evicted: bool,
+}
+
+/// The judges of one connection, by profile.
+#[derive(Clone, Debug)]
+enum Sides {
+    Base {
+        requester: Box<RequestStreamJudge>,
+        responder: Box<ResponderSide>,
+    },
+    Mp(Box<MpJudge>),
 }
 
 /// The state of one connection.
@@ -51,12 +73,29 @@ pub(crate) struct Connection {
     pub summary: ConnectionSummary,
     /// PSN of the first request and the PSN after the newest.
     pub psn_range: Option<(Psn, Psn)>,
-    requester: RequestStreamJudge,
-    responder: ResponderSide,
+    /// Capture time of its latest packet.
+    pub last_ns: u64,
+    sides: Sides,
 }
 
 impl Connection {
-    pub fn new(key: ConnectionKey, cfg: &ConversationConfig) -> Self {
+    pub fn new(key: ConnectionKey, cfg: &ConversationConfig, mp: bool, meta: &PacketMeta) -> Self {
+        let sides = if mp {
+            let mut j = MpJudge::new(cfg.mp.clone(), Default::default());
+            j.tolerance_ns = cfg.tolerance_ns;
+            Sides::Mp(Box::new(j))
+        } else {
+            Sides::Base {
+                requester: Box::new(RequestStreamJudge::new(JudgeConfig {
+                    qp_type: RequesterQpType::Rc,
+                    pmtu: cfg.pmtu,
+                    timeout: cfg.timeout,
+                    lossy: cfg.lossy,
+                    tolerance_ns: cfg.tolerance_ns,
+                })),
+                responder: Box::new(ResponderSide::new(cfg.lossy)),
+            }
+        };
         Connection {
             summary: ConnectionSummary {
                 key,
@@ -67,16 +106,28 @@ impl Connection {
                 findings: 0,
                 unjudged_requests: 0,
                 unjudged_responses: 0,
+                mp,
+                first_frame: meta.frame,
+                last_frame: meta.frame,
+                evicted: false,
             },
             psn_range: None,
-            requester: RequestStreamJudge::new(JudgeConfig {
-                qp_type: RequesterQpType::Rc,
-                pmtu: cfg.pmtu,
-                timeout: cfg.timeout,
-                lossy: cfg.lossy,
-            }),
-            responder: ResponderSide::new(cfg.lossy),
+            last_ns: meta.timestamp_ns,
+            sides,
         }
+    }
+
+    /// A packet of this connection was captured.
+    fn touch(&mut self, meta: &PacketMeta) {
+        self.summary.last_frame = meta.frame;
+        self.last_ns = self.last_ns.max(meta.timestamp_ns);
+    }
+
+    /// The QPNs of both ends, as far as known (responder first).
+    pub fn qpns(&self) -> Vec<u32> {
+        let mut q = vec![self.summary.key.responder_qpn];
+        q.extend(self.summary.requester_qpn);
+        q
     }
 
     /// Whether `psn` lies in the PSNs this connection's requests used (with
@@ -85,7 +136,11 @@ impl Connection {
         let Some((first, end)) = self.psn_range else {
             return false;
         };
-        let end = self.requester.next_psn().unwrap_or(end);
+        let next = match &self.sides {
+            Sides::Base { requester, .. } => requester.next_psn(),
+            Sides::Mp(_) => None,
+        };
+        let end = next.unwrap_or(end);
         psn.distance(first) < end.distance(first)
     }
 
@@ -96,6 +151,7 @@ impl Connection {
         cfg: &ConversationConfig,
         out: &mut Vec<ConversationFinding>,
     ) {
+        self.touch(meta);
         self.summary.requests += 1;
         let psn = pkt.bth.psn;
         self.psn_range = Some(match self.psn_range {
@@ -103,17 +159,27 @@ impl Connection {
             Some((first, end)) if !psn.is_before(end) => (first, psn.add(1)),
             Some(r) => r,
         });
-        for f in self.requester.on_request(pkt, Some(meta.timestamp_ns)) {
+        let (requester, responder) = match &mut self.sides {
+            Sides::Mp(j) => {
+                j.on_request(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
+                drain_mp(j, out);
+                return;
+            }
+            Sides::Base {
+                requester,
+                responder,
+            } => (requester, responder),
+        };
+        for f in requester.on_request(pkt, Some(meta.timestamp_ns)) {
             out.push(ConversationFinding {
                 finding: f,
                 frames: vec![meta.frame],
+                qpns: Vec::new(),
             });
         }
-        let pmtu = cfg
-            .pmtu
-            .or_else(|| self.requester.pmtu_candidates().single());
+        let pmtu = cfg.pmtu.or_else(|| requester.pmtu_candidates().single());
         let features = cfg.features;
-        self.responder.on_request(
+        responder.on_request(
             (meta.frame, meta.timestamp_ns),
             pkt,
             || {
@@ -122,7 +188,7 @@ impl Connection {
             },
             out,
         );
-        self.summary.unjudged_requests = self.responder.skipped_requests;
+        self.summary.unjudged_requests = responder.skipped_requests;
     }
 
     pub fn on_response(
@@ -131,23 +197,62 @@ impl Connection {
         pkt: &RocePacket<'_>,
         out: &mut Vec<ConversationFinding>,
     ) {
+        self.touch(meta);
         self.summary.responses += 1;
         self.summary.requester_qpn = Some(pkt.bth.dest_qp);
+        let (requester, responder) = match &mut self.sides {
+            Sides::Mp(j) => {
+                if pkt.ext.sacketh.is_some() && meta.icrc_valid {
+                    j.on_ack(meta.frame, pkt, meta.timestamp_ns);
+                    drain_mp(j, out);
+                } else {
+                    // MP READ responses are counted, not judged.
+                    self.summary.unjudged_responses += 1;
+                }
+                return;
+            }
+            Sides::Base {
+                requester,
+                responder,
+            } => (requester, responder),
+        };
         if meta.icrc_valid {
             // A response with a wrong ICRC never reaches the requester (§5.3).
-            self.requester.on_response(pkt, Some(meta.timestamp_ns));
+            requester.on_response(pkt, Some(meta.timestamp_ns));
         }
         let r = Resp::of(meta.frame, pkt, meta.udp_src_port);
-        self.responder.on_response(r, out);
-        self.summary.unjudged_responses = self.responder.unjudged_responses;
+        responder.on_response(r, out);
+        self.summary.unjudged_responses = responder.unjudged_responses;
     }
 
+    /// The connection ends at `end_ns` (the capture ended, or it is evicted):
+    /// what was required and never observed.
     pub fn finish(&mut self, end_ns: u64, grace_ns: u64, out: &mut Vec<ConversationFinding>) {
-        self.responder.finish(end_ns, grace_ns, out);
+        match &mut self.sides {
+            Sides::Base { responder, .. } => responder.finish(end_ns, grace_ns, out),
+            Sides::Mp(j) => {
+                j.finish_at(end_ns);
+                drain_mp(j, out);
+            }
+        }
     }
 
-    /// Requests queued at the responder side.
+    /// Requests queued at the responder side, or MP PSNs in flight.
     pub fn pending(&self) -> usize {
-        self.responder.pending()
+        match &self.sides {
+            Sides::Base { responder, .. } => responder.pending(),
+            Sides::Mp(j) => j.in_flight(),
+        }
+    }
+}
+
+/// Moves the MP judge's findings to `out`.
+fn drain_mp(j: &mut MpJudge, out: &mut Vec<ConversationFinding>) {
+    for (finding, frames) in j.take_findings() {
+        out.push(ConversationFinding {
+            finding,
+            frames,
+            qpns: Vec::new(),
+        });
     }
 }

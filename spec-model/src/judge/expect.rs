@@ -27,8 +27,9 @@
 use super::ConversationFinding;
 use super::response::{Mismatch, Resp, blame, describe_spec, is_plain_ack};
 use crate::Finding;
-use crate::model::responder::{Branch, ResponderState};
+use crate::model::responder::{Branch, NakState, ResponderState};
 use crate::model::{Effect, Outcomes, PacketSpec};
+use metaroce_codec::ext::SyndromeKind;
 use metaroce_codec::{BthRepr, ExtHeaders, Msn, Psn, RocePacket};
 use std::collections::VecDeque;
 
@@ -251,6 +252,8 @@ pub(crate) struct ResponderSide {
     /// Responses may be lost before the capture point: a missing one is
     /// information, not a finding.
     lossy: bool,
+    /// Frame of the last sequence NAK observed (for MR-NAK-2).
+    seq_nak_frame: Option<u64>,
 }
 
 /// Findings of the responder side, with the frames they concern.
@@ -260,6 +263,7 @@ fn finding(id: &'static str, frames: Vec<u64>, message: String) -> ConversationF
     ConversationFinding {
         finding: Finding::new(id, message),
         frames,
+        qpns: Vec::new(),
     }
 }
 
@@ -277,6 +281,7 @@ fn missing(
     ConversationFinding {
         finding: Finding::info(id, format!("{message} (lost before the capture point?)")),
         frames,
+        qpns: Vec::new(),
     }
 }
 
@@ -351,10 +356,19 @@ impl ResponderSide {
         if r.acknowledges() {
             self.cover(r.psn);
         }
+        let seq_nak = r
+            .syndrome
+            .is_some_and(|s| matches!(s.kind(), SyndromeKind::Nak { code: 0 }));
         let Some(i) = self.pending.iter().position(|e| e.fits(&r)) else {
             self.unexpected(&r, out);
+            if seq_nak {
+                self.seq_nak_frame = Some(r.frame);
+            }
             return;
         };
+        if seq_nak {
+            self.seq_nak_frame = Some(r.frame);
+        }
         for _ in 0..i {
             if let Some(old) = self.pending.pop_front() {
                 self.retire(old, Some(r.frame), false, out);
@@ -510,6 +524,24 @@ impl ResponderSide {
 
     /// A response that fits no queued request.
     fn unexpected(&mut self, r: &Resp, out: &mut Out) {
+        if let Some(st) = self.state.as_ref()
+            && st.nak == NakState::Sequence
+            && r.syndrome
+                .is_some_and(|s| matches!(s.kind(), SyndromeKind::Nak { code: 0 }))
+        {
+            let mut frames = vec![r.frame];
+            frames.extend(self.seq_nak_frame);
+            out.push(finding(
+                "MR-NAK-2",
+                frames,
+                format!(
+                    "{} is a second sequence NAK before the expected PSN {} was executed",
+                    r.describe(),
+                    st.epsn
+                ),
+            ));
+            return;
+        }
         if let Some(st) = self.state.as_ref() {
             let last = st.epsn.sub(1);
             if r.acknowledges() && r.psn.is_after(last) {

@@ -1,15 +1,16 @@
-//! The conversation judge: rebuilds each RC connection of a capture from its
-//! packets and judges it with the requester and responder models.
+//! The conversation judge: rebuilds each connection of a capture from its
+//! packets and judges it with the models.
 //!
 //! [`ConversationJudge::on_packet`] takes every decoded RoCE packet in capture
-//! order with its [`PacketMeta`]. Requests (RC request opcodes) are grouped by
-//! [`ConnectionKey`]: (requester IP, responder IP, DestQP). Responses (READ
-//! responses, Acknowledge, Atomic Acknowledge) travel the other way addressed
-//! to the requester QPN; a connection learns that QPN from the first response
-//! whose PSN lies in its request PSNs (with one connection per IP-pair
-//! direction any response pairs with it).
+//! order with its [`PacketMeta`]. Requests are grouped by [`ConnectionKey`]:
+//! (requester IP, responder IP, DestQP). Responses (READ responses,
+//! Acknowledge, Atomic Acknowledge; MP ACK, MP Atomic Acknowledge, MP READ
+//! response) travel the other way addressed to the requester QPN; a
+//! connection learns that QPN from the first response whose PSN lies in its
+//! request PSNs (with one connection of the profile per IP-pair direction any
+//! response pairs with it).
 //!
-//! Each connection feeds
+//! Each Base RC connection feeds
 //!
 //! - [`RequestStreamJudge`](crate::model::requester::judge::RequestStreamJudge)
 //!   with its requests and responses (the requester's rules), and
@@ -20,19 +21,31 @@
 //!   are matched against those observed, in order, allowing pipelining and ACK
 //!   coalescing (see `expect.rs`).
 //!
+//! Each MP connection feeds the MP judge
+//! ([`MpJudge`](crate::model::mp::judge::MpJudge)) with its requests and MP
+//! ACKs: selective retransmission, SACK consistency, spraying, cwnd.
+//!
+//! CE marks and CNPs go to the CNP judge (`cnp.rs`, MR-CNP-1, MR-CNP-2,
+//! MR-CNP-6) when [`ConversationConfig::np`] declares CNP generation.
+//!
 //! State is learned, never assumed: nothing before the first request of a
 //! connection is judged, and unknown state (MSN, receive queue, memory,
 //! access, responder resources) allows every outcome SPEC.md allows until
 //! the responses show which one happened.
 //!
-//! Not judged here: UC, UD, CNP and MP packets, and reserved opcodes (the
-//! per-packet validators and the MP judge cover them).
+//! Not judged here: UC and UD packets, MP READ responses, and reserved
+//! opcodes (the per-packet validators cover them).
 //!
-//! Memory: at most [`MAX_CONNECTIONS`] connections (packets of further ones
-//! are counted, not judged); per connection at most
-//! [`MAX_PENDING`] queued requests and [`MAX_LOOSE`] pending Acknowledge
-//! obligations, and the requester judge's unacknowledged packets.
+//! Memory is bounded by the connections alive, not by the capture's length:
+//! a connection without a packet for [`ConversationConfig::idle_ns`] is
+//! closed (its missing responses reported) and forgotten, and when
+//! [`MAX_CONNECTIONS`] are open the least recently active one is closed to
+//! make room. Per connection at most [`MAX_PENDING`] queued requests and
+//! [`MAX_LOOSE`] pending Acknowledge obligations, the requester judge's
+//! unacknowledged packets, or the MP judge's PSNs in flight. Summaries of
+//! closed connections are kept up to [`MAX_CLOSED`], then only counted.
 
+mod cnp;
 mod connection;
 mod expect;
 mod response;
@@ -40,18 +53,26 @@ mod response;
 #[cfg(test)]
 mod tests;
 
+pub use cnp::{MAX_MP_QPS, MAX_SLOTS};
 pub use connection::{ConnectionKey, ConnectionSummary};
 pub use expect::{MAX_LOOSE, MAX_PENDING};
 
 use crate::Finding;
+use crate::model::congestion::np::NpParams;
+use crate::model::mp::MpConfig;
 use crate::model::responder::Features;
+use cnp::{CnpJudge, Mark};
 use connection::Connection;
 use metaroce_codec::{Opcode, RocePacket, ServiceClass};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Most connections tracked at once.
+/// Most connections open at once; a further one closes the least recently
+/// active.
 pub const MAX_CONNECTIONS: usize = 4096;
+
+/// Most summaries of closed connections kept for [`ConversationJudge::connections`].
+pub const MAX_CLOSED: usize = 65_536;
 
 /// What the judge is told about the traffic; everything else it learns.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +95,20 @@ pub struct ConversationConfig {
     /// missing response. Response delays are not judged otherwise: a
     /// capture's timestamps are not the responder's.
     pub ack_delay_ns: u64,
+    /// How far capture timestamps may be off, in ns: every time window the
+    /// judges check (retransmission timeouts, RNR waits, MP loss by time,
+    /// CNP delay and pacing) is widened by this much on each side.
+    pub tolerance_ns: u64,
+    /// A connection without a packet for this long is closed: its missing
+    /// responses are reported and its state is forgotten (default 10 s).
+    pub idle_ns: u64,
+    /// The MP parameters of the observed MP QPs (default: §10.3, entropy set
+    /// unknown, so MR-MPS-1 and MR-MPS-3 are not judged).
+    pub mp: MpConfig,
+    /// The notification points' CNP parameters, when they declare
+    /// `cnp_generation` (default: declared, §10.2 values); `None`: CE marks
+    /// and CNPs are not judged.
+    pub np: Option<NpParams>,
 }
 
 impl Default for ConversationConfig {
@@ -84,6 +119,13 @@ impl Default for ConversationConfig {
             features: Features::ALL,
             lossy: false,
             ack_delay_ns: 64_000,
+            tolerance_ns: 0,
+            idle_ns: 10_000_000_000,
+            mp: MpConfig {
+                entropy_set: Vec::new(),
+                ..MpConfig::default()
+            },
+            np: Some(NpParams::default()),
         }
     }
 }
@@ -117,22 +159,35 @@ pub struct ConversationFinding {
     pub finding: Finding,
     /// Frames involved, the one that shows the finding first.
     pub frames: Vec<u64>,
+    /// QPNs of the connection or packets concerned, when known.
+    pub qpns: Vec<u32>,
 }
 
-/// Judges the RC conversations of a capture; see the module documentation.
+/// Judges the conversations of a capture; see the module documentation.
 #[derive(Clone, Debug)]
 pub struct ConversationJudge {
     cfg: ConversationConfig,
-    conns: Vec<Connection>,
-    by_key: HashMap<ConnectionKey, usize>,
-    /// (responder IP, requester IP, requester QPN) → connection.
-    by_response: HashMap<(IpAddr, IpAddr, u32), usize>,
-    /// Packets of connections beyond [`MAX_CONNECTIONS`].
-    untracked: u64,
+    /// Open connections (a slot is `None` once its connection closed).
+    conns: Vec<Option<Connection>>,
+    free: Vec<usize>,
+    /// (key, MP) → connection: a Base and an MP conversation may share
+    /// addresses and QPNs in a capture (though not on one device).
+    by_key: HashMap<(ConnectionKey, bool), usize>,
+    /// (responder IP, requester IP, requester QPN, MP) → connection.
+    by_response: HashMap<(IpAddr, IpAddr, u32, bool), usize>,
+    /// Summaries of closed connections (at most [`MAX_CLOSED`]).
+    closed: Vec<ConnectionSummary>,
+    /// Closed connections whose summary was not kept.
+    closed_dropped: u64,
+    /// Connections closed before the end of the capture.
+    evicted: u64,
+    cnp: Option<CnpJudge>,
     /// Responses paired with no connection.
     orphans: u64,
     /// Latest capture time seen.
     last_ns: u64,
+    /// Capture time of the last idle sweep.
+    swept_ns: u64,
 }
 
 /// Whether `op` is an RC request opcode the models know.
@@ -146,69 +201,233 @@ fn is_response(op: Opcode) -> bool {
     (Opcode::RC_READ_RESPONSE_FIRST.0..=Opcode::RC_ATOMIC_ACK.0).contains(&op.0)
 }
 
+/// Whether `op` is an MP request: data, READ request, atomics, probe.
+fn is_mp_request(op: Opcode) -> bool {
+    matches!(op.0, 0xC0..=0xC4 | 0xC6 | 0xC7 | 0xCA | 0xCB)
+}
+
+/// Whether `op` is an MP response: READ response, atomic acknowledgement, ACK.
+fn is_mp_response(op: Opcode) -> bool {
+    matches!(op.0, 0xC5 | 0xC8 | 0xC9)
+}
+
+/// Whether a CE mark on `op` obliges its receiver to send a CNP
+/// ("MR-CNP-1": a Base packet, not an Acknowledge, Atomic Acknowledge or
+/// CNP; "MR-CNP-6": never for MP).
+fn needs_cnp(op: Opcode) -> bool {
+    let base = matches!(
+        op.class(),
+        ServiceClass::Rc | ServiceClass::Uc | ServiceClass::Ud
+    );
+    base && !matches!(op, Opcode::RC_ACK | Opcode::RC_ATOMIC_ACK)
+}
+
 impl ConversationJudge {
     /// A judge that has seen nothing.
     pub fn new(cfg: ConversationConfig) -> Self {
+        let cnp = cfg
+            .np
+            .filter(|p| p.enabled)
+            .map(|p| CnpJudge::new(p, cfg.tolerance_ns, cfg.lossy));
         ConversationJudge {
             cfg,
             conns: Vec::new(),
+            free: Vec::new(),
             by_key: HashMap::new(),
             by_response: HashMap::new(),
-            untracked: 0,
+            closed: Vec::new(),
+            closed_dropped: 0,
+            evicted: 0,
+            cnp,
             orphans: 0,
             last_ns: 0,
+            swept_ns: 0,
         }
     }
 
-    /// Judges one packet; returns the findings it shows.
+    /// Judges one packet; returns the findings it shows (and those of
+    /// connections it closes, and CNP deadlines it passes).
     pub fn on_packet(
         &mut self,
         meta: &PacketMeta,
         pkt: &RocePacket<'_>,
     ) -> Vec<ConversationFinding> {
         let mut out = Vec::new();
-        self.last_ns = self.last_ns.max(meta.timestamp_ns);
+        self.advance(meta.timestamp_ns, &mut out);
         let op = pkt.bth.opcode;
         let ce = meta.ecn == 3;
-        if is_request(op) {
+        let mp_req = is_mp_request(op);
+        let mut sender_qp = None;
+        if is_request(op) || mp_req {
             let key = ConnectionKey {
                 requester: meta.src,
                 responder: meta.dst,
                 responder_qpn: pkt.bth.dest_qp,
             };
-            let idx = match self.by_key.get(&key) {
+            let idx = match self.by_key.get(&(key, mp_req)) {
                 Some(&i) => i,
-                None if self.conns.len() >= MAX_CONNECTIONS => {
-                    self.untracked += 1;
-                    return out;
-                }
-                None => {
-                    self.conns.push(Connection::new(key, &self.cfg));
-                    self.by_key.insert(key, self.conns.len() - 1);
-                    self.conns.len() - 1
-                }
+                None => self.open(key, mp_req, meta, &mut out),
             };
-            let conn = &mut self.conns[idx];
-            conn.summary.ce_marked += u64::from(ce);
-            conn.on_request(meta, pkt, &self.cfg, &mut out);
-            conn.summary.findings += out.len() as u64;
-        } else if is_response(op) {
-            let Some(idx) = self.pair(meta, pkt) else {
-                self.orphans += 1;
-                return out;
-            };
-            let conn = &mut self.conns[idx];
-            conn.summary.ce_marked += u64::from(ce);
-            conn.on_response(meta, pkt, &mut out);
-            conn.summary.findings += out.len() as u64;
+            if let Some(conn) = self.conns[idx].as_mut() {
+                let from = out.len();
+                conn.summary.ce_marked += u64::from(ce);
+                conn.on_request(meta, pkt, &self.cfg, &mut out);
+                conn.summary.findings += (out.len() - from) as u64;
+                let qpns = conn.qpns();
+                for f in &mut out[from..] {
+                    f.qpns.clone_from(&qpns);
+                }
+                sender_qp = conn.summary.requester_qpn;
+            }
+            if mp_req && let Some(cnp) = self.cnp.as_mut() {
+                cnp.mp_qp(meta.dst, pkt.bth.dest_qp);
+            }
+        } else if is_response(op) || is_mp_response(op) {
+            match self.pair(meta, pkt) {
+                Some(idx) => {
+                    if let Some(conn) = self.conns[idx].as_mut() {
+                        let from = out.len();
+                        conn.summary.ce_marked += u64::from(ce);
+                        conn.on_response(meta, pkt, &mut out);
+                        conn.summary.findings += (out.len() - from) as u64;
+                        let qpns = conn.qpns();
+                        for f in &mut out[from..] {
+                            f.qpns.clone_from(&qpns);
+                        }
+                        sender_qp = Some(conn.summary.key.responder_qpn);
+                    }
+                }
+                None => self.orphans += 1,
+            }
+            if is_mp_response(op)
+                && let Some(cnp) = self.cnp.as_mut()
+            {
+                cnp.mp_qp(meta.dst, pkt.bth.dest_qp);
+            }
+        }
+        if let Some(cnp) = self.cnp.as_mut() {
+            if op == Opcode::CNP {
+                cnp.on_cnp(
+                    meta.frame,
+                    meta.timestamp_ns,
+                    (meta.src, meta.dst),
+                    pkt.bth.dest_qp,
+                    &mut out,
+                );
+            } else if ce && meta.icrc_valid && needs_cnp(op) {
+                if let Some(deth) = pkt.ext.deth {
+                    sender_qp = Some(deth.src_qp); // "MR-CNP-4": UD
+                }
+                cnp.on_mark(&Mark {
+                    frame: meta.frame,
+                    timestamp_ns: meta.timestamp_ns,
+                    src: meta.src,
+                    dst: meta.dst,
+                    sender_qp,
+                });
+            }
         }
         out
+    }
+
+    /// Time moved on to `now_ns`: CNP deadlines that passed, and (now and
+    /// then) connections idle for longer than the idle time are closed.
+    fn advance(&mut self, now_ns: u64, out: &mut Vec<ConversationFinding>) {
+        self.last_ns = self.last_ns.max(now_ns);
+        if let Some(cnp) = self.cnp.as_mut() {
+            cnp.advance(self.last_ns, out);
+        }
+        let idle = self.cfg.idle_ns;
+        if self.last_ns.saturating_sub(self.swept_ns) < (idle / 4).max(1) {
+            return;
+        }
+        self.swept_ns = self.last_ns;
+        let before = self.last_ns.saturating_sub(idle);
+        let stale: Vec<usize> = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.as_ref().is_some_and(|c| c.last_ns < before))
+            .map(|(i, _)| i)
+            .collect();
+        for i in stale {
+            self.close(i, out);
+        }
+        if let Some(cnp) = self.cnp.as_mut() {
+            cnp.forget_idle(before);
+        }
+    }
+
+    /// Opens a connection for `key`, closing the least recently active one
+    /// when [`MAX_CONNECTIONS`] are open.
+    fn open(
+        &mut self,
+        key: ConnectionKey,
+        mp: bool,
+        meta: &PacketMeta,
+        out: &mut Vec<ConversationFinding>,
+    ) -> usize {
+        if self.by_key.len() >= MAX_CONNECTIONS {
+            let oldest = self
+                .conns
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.as_ref().map(|c| (c.last_ns, i)))
+                .min()
+                .map(|(_, i)| i);
+            if let Some(i) = oldest {
+                self.close(i, out);
+            }
+        }
+        let conn = Connection::new(key, &self.cfg, mp, meta);
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.conns[i] = Some(conn);
+                i
+            }
+            None => {
+                self.conns.push(Some(conn));
+                self.conns.len() - 1
+            }
+        };
+        self.by_key.insert((key, mp), idx);
+        idx
+    }
+
+    /// Closes connection `idx` before the end of the capture: what it still
+    /// owed is reported, its summary kept.
+    fn close(&mut self, idx: usize, out: &mut Vec<ConversationFinding>) {
+        let Some(mut c) = self.conns.get_mut(idx).and_then(Option::take) else {
+            return;
+        };
+        let from = out.len();
+        c.finish(self.last_ns, self.cfg.ack_delay_ns, out);
+        c.summary.findings += (out.len() - from) as u64;
+        let qpns = c.qpns();
+        for f in &mut out[from..] {
+            f.qpns.clone_from(&qpns);
+        }
+        c.summary.evicted = true;
+        self.evicted += 1;
+        self.by_key.remove(&(c.summary.key, c.summary.mp));
+        self.by_response.retain(|_, &mut i| i != idx);
+        self.free.push(idx);
+        self.keep_summary(c.summary);
+    }
+
+    fn keep_summary(&mut self, summary: ConnectionSummary) {
+        if self.closed.len() < MAX_CLOSED {
+            self.closed.push(summary);
+        } else {
+            self.closed_dropped += 1;
+        }
     }
 
     /// The connection a response belongs to, pairing it on first sight.
     fn pair(&mut self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> Option<usize> {
         let qpn = pkt.bth.dest_qp;
-        let rkey = (meta.src, meta.dst, qpn);
+        let mp = is_mp_response(pkt.bth.opcode);
+        let rkey = (meta.src, meta.dst, qpn, mp);
         if let Some(&i) = self.by_response.get(&rkey) {
             return Some(i);
         }
@@ -217,23 +436,27 @@ impl ConversationJudge {
             .conns
             .iter()
             .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
             .filter(|(_, c)| {
                 c.summary.key.responder == meta.src
                     && c.summary.key.requester == meta.dst
                     && c.summary.requester_qpn.is_none()
+                    && c.summary.mp == mp
             })
             .map(|(i, _)| i)
             .collect();
         let holding: Vec<usize> = unpaired
             .iter()
             .copied()
-            .filter(|&i| self.conns[i].holds(psn))
+            .filter(|&i| self.conns[i].as_ref().is_some_and(|c| c.holds(psn)))
             .collect();
         let idx = match (holding.as_slice(), unpaired.as_slice()) {
             ([i], _) | ([], [i]) => *i,
             _ => return None,
         };
-        self.conns[idx].summary.requester_qpn = Some(qpn);
+        if let Some(c) = self.conns[idx].as_mut() {
+            c.summary.requester_qpn = Some(qpn);
+        }
         self.by_response.insert(rkey, idx);
         Some(idx)
     }
@@ -241,28 +464,71 @@ impl ConversationJudge {
     /// The capture ended: what was required and never observed.
     pub fn finish(&mut self) -> Vec<ConversationFinding> {
         let mut all = Vec::new();
-        for c in &mut self.conns {
+        if let Some(cnp) = self.cnp.as_mut() {
+            // Deadlines up to the last packet were judged as time passed;
+            // later ones fall after the capture and are not judged.
+            cnp.advance(self.last_ns, &mut all);
+        }
+        for c in self.conns.iter_mut().flatten() {
             let mut out = Vec::new();
             c.finish(self.last_ns, self.cfg.ack_delay_ns, &mut out);
             c.summary.findings += out.len() as u64;
+            let qpns = c.qpns();
+            for f in &mut out {
+                f.qpns.clone_from(&qpns);
+            }
             all.extend(out);
         }
         all
     }
 
-    /// Per-connection counts, in order of first appearance.
+    /// Per-connection counts, closed connections included, in order of
+    /// first appearance.
     pub fn connections(&self) -> Vec<ConnectionSummary> {
-        self.conns.iter().map(|c| c.summary).collect()
+        let mut all: Vec<ConnectionSummary> = self.closed.clone();
+        all.extend(self.conns.iter().flatten().map(|c| c.summary));
+        all.sort_by_key(|c| c.first_frame);
+        all
     }
 
-    /// Packets not judged: of connections beyond [`MAX_CONNECTIONS`], and
-    /// responses paired with no connection.
-    pub fn untracked(&self) -> (u64, u64) {
-        (self.untracked, self.orphans)
+    /// Connections closed before the end of the capture (idle or to make
+    /// room), and how many of their summaries were not kept.
+    pub fn evicted(&self) -> (u64, u64) {
+        (self.evicted, self.closed_dropped)
     }
 
-    /// Requests queued at the responder sides (the memory the judge holds).
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Responses paired with no connection.
+    pub fn orphans(&self) -> u64 {
+        self.orphans
+    }
+
+    /// Requests queued at the responder sides and MP PSNs in flight (the
+    /// memory the judge holds).
     pub fn pending(&self) -> usize {
-        self.conns.iter().map(Connection::pending).sum()
+        self.conns.iter().flatten().map(Connection::pending).sum()
+    }
+
+    /// The QPNs of the connection `pkt` belongs to, when the judge follows
+    /// it (for reporting per-packet findings by QP).
+    pub fn qpns_of(&self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> Option<Vec<u32>> {
+        let op = pkt.bth.opcode;
+        let mp = is_mp_request(op) || is_mp_response(op);
+        let idx = if is_request(op) || is_mp_request(op) {
+            let key = ConnectionKey {
+                requester: meta.src,
+                responder: meta.dst,
+                responder_qpn: pkt.bth.dest_qp,
+            };
+            self.by_key.get(&(key, mp))
+        } else {
+            self.by_response
+                .get(&(meta.src, meta.dst, pkt.bth.dest_qp, mp))
+        }?;
+        self.conns.get(*idx)?.as_ref().map(Connection::qpns)
     }
 }

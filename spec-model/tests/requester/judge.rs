@@ -252,6 +252,40 @@ fn mr_tmr_timeout_window() {
     assert_eq!(run(0, 5 * T), vec!["MR-TMR-4"]);
 }
 
+/// The timer windows of MR-TMR-1 … MR-TMR-3 widen by the tolerance on each
+/// side: a retry 1 ms before T or 1 ms after 2T is not judged with a 2 ms
+/// tolerance, and still is 3 ms outside.
+#[test]
+fn mr_tmr_windows_widen_by_the_tolerance() {
+    const T: u64 = 67_108_864;
+    const MS: u64 = 1_000_000;
+    let pkts = sends(1);
+    let run = |at: u64| {
+        let mut j = RequestStreamJudge::new(JudgeConfig {
+            pmtu: Some(1024),
+            timeout: Some(14),
+            tolerance_ns: 2 * MS,
+            ..JudgeConfig::default()
+        });
+        assert!(j.on_request(&pkts[0].pkt(), Some(0)).is_empty());
+        ids(&j.on_request(&pkts[0].pkt(), Some(at)))
+    };
+    assert_eq!(run(T - MS), Vec::<&str>::new(), "MR-TMR-1 within tolerance");
+    assert_eq!(run(T - 3 * MS), vec!["MR-TMR-1"]);
+    assert_eq!(
+        run(2 * T + MS),
+        Vec::<&str>::new(),
+        "MR-TMR-3 within tolerance"
+    );
+    assert_eq!(run(2 * T + 3 * MS), vec!["MR-TMR-3"]);
+    assert_eq!(
+        run(4 * T + MS),
+        vec!["MR-TMR-3"],
+        "MR-TMR-2 within tolerance"
+    );
+    assert_eq!(run(4 * T + 3 * MS), vec!["MR-TMR-2"]);
+}
+
 /// MR-RNR-3, MR-RNR-4: a retransmission earlier than the RNR table time, or
 /// not from the RNR NAK's PSN.
 #[test]

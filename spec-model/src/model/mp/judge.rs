@@ -43,16 +43,27 @@ struct Sent {
     len: u32,
     /// Order of this transmission.
     seq: u64,
+    /// Capture frame of this transmission.
+    frame: u64,
 }
 
 /// The judge's state.
+///
+/// Memory is bounded by the PSNs in flight, not by the capture's length:
+/// transmissions are forgotten once cumulatively acknowledged (a later
+/// request with such a PSN is still caught, MR-MPL-6), acknowledged
+/// transmission orders only as long as an unacknowledged PSN may need them,
+/// and two uses per entropy value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MpJudge {
     /// Parameters of the observed QP (entropy set of the requester, K, PMTU, bounds).
     pub cfg: MpConfig,
     /// Where the capture was taken.
     pub point: CapturePoint,
-    /// Latest transmission per PSN.
+    /// How far capture timestamps may be off (ns): the loss-by-time rule
+    /// (MR-MPL-4) and the ACK deadlines (MR-MPA-1) are widened by it.
+    pub tolerance_ns: u64,
+    /// Latest transmission per PSN, not yet cumulatively acknowledged.
     sent: BTreeMap<u32, Sent>,
     /// First PSN observed (earlier PSNs are outside the capture).
     first_psn: Option<Psn>,
@@ -62,18 +73,22 @@ pub struct MpJudge {
     cum: Option<Psn>,
     /// PSNs reported received beyond `cum`.
     sacked: BTreeSet<u32>,
-    /// Latest-transmission seqs of acknowledged PSNs.
-    acked_seqs: Vec<u64>,
+    /// Orders of acknowledged transmissions (those an unacknowledged PSN
+    /// may still count as later, MR-MPL-3/4).
+    acked_seqs: BTreeSet<u64>,
     /// PSNs named by a NAK 0x65.
     trim_naked: BTreeSet<u32>,
-    /// Per entropy value, the seqs of its uses.
+    /// Per entropy value, the orders of its last two uses.
     uses: BTreeMap<u16, Vec<u64>>,
-    /// Values that may have been ineligible (E echoed, loss, probe) and when.
-    doubtful: BTreeMap<u16, Vec<u64>>,
-    /// Requests that need a prompt ACK: PSN → deadline.
-    ack_due: BTreeMap<u32, u64>,
+    /// Values that may have been ineligible (E echoed, loss, probe): the
+    /// latest order at which that was so.
+    doubtful: BTreeMap<u16, u64>,
+    /// Requests that need a prompt ACK: PSN → (deadline, frame).
+    ack_due: BTreeMap<u32, (u64, u64)>,
     /// Findings so far.
     pub findings: Vec<Finding>,
+    /// The frames each finding concerns (parallel to `findings`).
+    finding_frames: Vec<Vec<u64>>,
 }
 
 impl MpJudge {
@@ -82,40 +97,74 @@ impl MpJudge {
         MpJudge {
             cfg,
             point,
+            tolerance_ns: 0,
             sent: BTreeMap::new(),
             first_psn: None,
             seq: 0,
             cum: None,
             sacked: BTreeSet::new(),
-            acked_seqs: Vec::new(),
+            acked_seqs: BTreeSet::new(),
             trim_naked: BTreeSet::new(),
             uses: BTreeMap::new(),
             doubtful: BTreeMap::new(),
             ack_due: BTreeMap::new(),
             findings: Vec::new(),
+            finding_frames: Vec::new(),
         }
     }
 
+    /// The findings since the last call, each with the frames it concerns
+    /// (the frame that shows it first).
+    pub fn take_findings(&mut self) -> Vec<(Finding, Vec<u64>)> {
+        let frames = std::mem::take(&mut self.finding_frames);
+        std::mem::take(&mut self.findings)
+            .into_iter()
+            .zip(frames)
+            .collect()
+    }
+
+    /// PSNs not yet cumulatively acknowledged whose transmission the judge
+    /// keeps (its memory).
+    pub fn in_flight(&self) -> usize {
+        self.sent.len()
+    }
+
+    fn report(&mut self, id: &'static str, message: impl Into<String>, frames: Vec<u64>) {
+        self.findings.push(Finding::new(id, message));
+        self.finding_frames.push(frames);
+    }
+
+    fn cum_acked(&self, p: Psn) -> bool {
+        self.cum.is_some_and(|c| !p.is_after(c))
+    }
+
     fn acked(&self, p: Psn) -> bool {
-        self.cum.is_some_and(|c| !p.is_after(c)) || self.sacked.contains(&p.value())
+        self.cum_acked(p) || self.sacked.contains(&p.value())
+    }
+
+    /// Acknowledged transmissions after order `seq`, counted up to `cap`.
+    fn acked_after(&self, seq: u64, cap: usize) -> usize {
+        self.acked_seqs.range(seq + 1..).take(cap).count()
     }
 
     fn check_deadlines(&mut self, now: u64) {
         if self.point != CapturePoint::Responder {
             return;
         }
-        let late: Vec<u32> = self
+        let tol = self.tolerance_ns;
+        let late: Vec<(u32, u64)> = self
             .ack_due
             .iter()
-            .filter(|&(_, &d)| d < now)
-            .map(|(&p, _)| p)
+            .filter(|&(_, &(d, _))| d.saturating_add(tol) < now)
+            .map(|(&p, &(_, f))| (p, f))
             .collect();
-        for p in late {
+        for (p, frame) in late {
             self.ack_due.remove(&p);
-            self.findings.push(Finding::new(
+            self.report(
                 "MR-MPA-1",
                 format!("no MP ACK covered PSN {p} in time"),
-            ));
+                vec![frame],
+            );
         }
     }
 
@@ -123,82 +172,137 @@ impl MpJudge {
     /// `now` with UDP source port `ev`.
     pub fn request(&self, p: &RocePacket<'_>, ev: u16, now: u64) -> Self {
         let mut j = self.clone();
+        j.on_request(0, p, ev, now);
+        j
+    }
+
+    /// An MP ACK or MP Atomic Acknowledge observed at `now`.
+    pub fn ack(&self, p: &RocePacket<'_>, now: u64) -> Self {
+        let mut j = self.clone();
+        j.on_ack(0, p, now);
+        j
+    }
+
+    /// End of the capture at `now`: deadlines that passed are reported.
+    pub fn finish(&self, now: u64) -> Vec<Finding> {
+        let mut j = self.clone();
         j.check_deadlines(now);
-        let Some(m) = p.ext.mpeth else { return j };
-        if !j.cfg.entropy_set.is_empty() && !j.cfg.entropy_set.contains(&ev) {
-            j.findings.push(Finding::new(
+        j.findings
+    }
+
+    /// End of the capture at `now`, in place: the deadlines that passed
+    /// join the findings.
+    pub fn finish_at(&mut self, now: u64) {
+        self.check_deadlines(now);
+    }
+
+    /// [`Self::request`] in place, for the request in capture frame `frame`.
+    pub fn on_request(&mut self, frame: u64, p: &RocePacket<'_>, ev: u16, now: u64) {
+        self.check_deadlines(now);
+        let Some(m) = p.ext.mpeth else { return };
+        if !self.cfg.entropy_set.is_empty() && !self.cfg.entropy_set.contains(&ev) {
+            self.report(
                 "MR-MPS-1",
                 format!("source port {ev:#06x} outside the entropy set"),
-            ));
+                vec![frame],
+            );
         }
         if p.bth.opcode == Opcode::MP_PROBE {
-            j.doubtful.entry(ev).or_default().push(j.seq);
-            return j;
+            self.doubtful.insert(ev, self.seq);
+            return;
         }
         let psn = p.bth.psn;
-        j.first_psn.get_or_insert(psn);
-        j.seq += 1;
-        let seq = j.seq;
+        self.first_psn.get_or_insert(psn);
+        self.seq += 1;
+        let seq = self.seq;
         let len = p.payload.len() as u32;
         // MR-MPC-10: the oldest unacknowledged PSN the capture shows, resent
         // when it can have been deemed lost, is exempt from cwnd once per loss.
-        let oldest = !j.acked(psn)
-            && !j
+        let oldest = !self.acked(psn)
+            && !self
                 .sent
                 .keys()
-                .any(|&o| !j.acked(Psn::new(o)) && psn.is_after(Psn::new(o)));
+                .any(|&o| !self.acked(Psn::new(o)) && psn.is_after(Psn::new(o)));
         let mut exempt = false;
-        // Retransmission checks.
-        if let Some(prev) = j.sent.get(&psn.value()).copied() {
-            if j.acked(psn) {
-                j.findings.push(Finding::new(
+        // Retransmission checks. A PSN cumulatively acknowledged has been
+        // sent (the responder received it), so any request that carries it
+        // again is a retransmission, whether or not the capture holds the
+        // original.
+        let prev = self.sent.get(&psn.value()).copied();
+        if prev.is_none() && self.cum_acked(psn) {
+            self.report(
+                "MR-MPL-6",
+                format!("PSN {psn} retransmitted after it was acknowledged"),
+                vec![frame],
+            );
+            if !m.retransmission || !p.bth.ack_req {
+                self.report(
+                    "MR-MPL-7",
+                    format!("retransmission of PSN {psn} without R or AckReq"),
+                    vec![frame],
+                );
+            }
+            return;
+        }
+        if let Some(prev) = prev {
+            let frames = vec![frame, prev.frame];
+            if self.acked(psn) {
+                self.report(
                     "MR-MPL-6",
                     format!("PSN {psn} retransmitted after it was acknowledged"),
-                ));
+                    frames.clone(),
+                );
             } else {
-                let later_acked = j.acked_seqs.iter().filter(|&&s| s > prev.seq).count();
-                let may_be_lost = later_acked >= j.cfg.reorder_threshold as usize
-                    || now.saturating_sub(prev.time) >= j.cfg.rto_min
-                    || j.trim_naked.contains(&psn.value());
+                let k = self.cfg.reorder_threshold as usize;
+                let later_acked = self.acked_after(prev.seq, k);
+                let age = now.saturating_sub(prev.time);
+                let may_be_lost = later_acked >= k
+                    || age.saturating_add(self.tolerance_ns) >= self.cfg.rto_min
+                    || self.trim_naked.contains(&psn.value());
                 exempt = oldest && may_be_lost;
                 if !may_be_lost {
-                    j.findings.push(Finding::new(
+                    self.report(
                         "MR-MPL-4",
-                        format!("PSN {psn} retransmitted with {later_acked} later PSNs acknowledged, {} ns after its last copy", now - prev.time),
-                    ));
+                        format!(
+                            "PSN {psn} retransmitted with {later_acked} later PSNs acknowledged, {age} ns after its last copy"
+                        ),
+                        frames.clone(),
+                    );
                 }
             }
             if !m.retransmission || !p.bth.ack_req {
-                j.findings.push(Finding::new(
+                self.report(
                     "MR-MPL-7",
                     format!("retransmission of PSN {psn} without R or AckReq"),
-                ));
+                    frames.clone(),
+                );
             }
             if (prev.opcode, prev.msn, prev.offset, prev.msg_len)
                 != (p.bth.opcode, m.msn.value(), m.offset, m.msg_len)
                 && p.bth.opcode != Opcode::MP_READ_REQUEST
             {
-                j.findings.push(Finding::new(
+                self.report(
                     "MR-MPL-7",
                     format!("retransmission of PSN {psn} differs from the original"),
-                ));
+                    frames,
+                );
             }
             // The lost copy's value may be retired now.
-            j.doubtful.entry(prev.ev).or_default().push(seq);
+            self.doubtful.insert(prev.ev, seq);
         }
-        j.trim_naked.remove(&psn.value());
+        self.trim_naked.remove(&psn.value());
         // Bytes in flight, lower bound: unacknowledged, not NAKed, younger
         // than the smallest possible RTO and with fewer than K later PSNs
         // acknowledged, so none of them can have been deemed lost.
-        let k = j.cfg.reorder_threshold as usize;
-        let inflight: u64 = j
+        let k = self.cfg.reorder_threshold as usize;
+        let inflight: u64 = self
             .sent
             .iter()
             .filter(|&(&q, s)| {
-                !j.acked(Psn::new(q))
-                    && !j.trim_naked.contains(&q)
-                    && now.saturating_sub(s.time) < j.cfg.rto_min
-                    && j.acked_seqs.iter().filter(|&&x| x > s.seq).count() < k
+                !self.acked(Psn::new(q))
+                    && !self.trim_naked.contains(&q)
+                    && now.saturating_sub(s.time) < self.cfg.rto_min
+                    && self.acked_after(s.seq, k) < k
                     && q != psn.value()
             })
             .map(|(_, s)| u64::from(s.len))
@@ -209,45 +313,56 @@ impl MpJudge {
         if p.bth.opcode == Opcode::MP_READ_REQUEST && m.retransmission {
             exempt = true;
         }
-        if !exempt && inflight > 0 && inflight + u64::from(len) > j.cfg.cwnd_max {
-            j.findings.push(Finding::new(
+        if !exempt && inflight > 0 && inflight + u64::from(len) > self.cfg.cwnd_max {
+            self.report(
                 "MR-MPC-1",
                 format!(
                     "at least {inflight} bytes in flight plus {len} exceed mp_cwnd_max {}",
-                    j.cfg.cwnd_max
+                    self.cfg.cwnd_max
                 ),
-            ));
+                vec![frame],
+            );
         }
         // Coverage before repeat (MR-MPS-3), judged only between the previous
         // two uses of the value, where a whole round must lie.
-        let uses = j.uses.get(&ev).cloned().unwrap_or_default();
-        if uses.len() >= 2 {
-            let from = uses[uses.len() - 2];
-            let missing: Vec<u16> = j
+        if let Some(&[from, _]) = self.uses.get(&ev).map(Vec::as_slice) {
+            let missing: Vec<u16> = self
                 .cfg
                 .entropy_set
                 .iter()
                 .copied()
                 .filter(|&u| u != ev)
-                .filter(|u| !j.uses.get(u).is_some_and(|s| s.iter().any(|&x| x > from)))
                 .filter(|u| {
-                    !j.doubtful
+                    !self
+                        .uses
                         .get(u)
-                        .is_some_and(|s| s.iter().any(|&x| x > from.saturating_sub(1)))
+                        .is_some_and(|s| s.iter().any(|&x| x > from))
+                })
+                .filter(|u| {
+                    !self
+                        .doubtful
+                        .get(u)
+                        .is_some_and(|&x| x > from.saturating_sub(1))
                 })
                 .collect();
             if !missing.is_empty() {
-                j.findings.push(Finding::new(
+                self.report(
                     "MR-MPS-3",
                     format!("entropy {ev:#06x} reused before {missing:x?} were used in the round"),
-                ));
+                    vec![frame],
+                );
             }
         }
-        j.uses.entry(ev).or_default().push(seq);
-        if (p.bth.ack_req || m.retransmission) && !j.acked(psn) {
-            j.ack_due.insert(psn.value(), now + j.cfg.ack_prompt_max);
+        let uses = self.uses.entry(ev).or_default();
+        uses.push(seq);
+        if uses.len() > 2 {
+            uses.remove(0);
         }
-        j.sent.insert(
+        if (p.bth.ack_req || m.retransmission) && !self.acked(psn) {
+            self.ack_due
+                .insert(psn.value(), (now + self.cfg.ack_prompt_max, frame));
+        }
+        self.sent.insert(
             psn.value(),
             Sent {
                 time: now,
@@ -260,81 +375,85 @@ impl MpJudge {
                 msg_len: m.msg_len,
                 len,
                 seq,
+                frame,
             },
         );
-        j
     }
 
-    /// An MP ACK or MP Atomic Acknowledge observed at `now`.
-    pub fn ack(&self, p: &RocePacket<'_>, now: u64) -> Self {
-        let mut j = self.clone();
-        let Some(s) = p.ext.sacketh else { return j };
+    /// [`Self::ack`] in place, for the MP ACK in capture frame `frame`.
+    pub fn on_ack(&mut self, frame: u64, p: &RocePacket<'_>, now: u64) {
+        let Some(s) = p.ext.sacketh else { return };
         if p.bth.ack_req || p.bth.se || p.bth.pad_count != 0 {
-            j.findings.push(Finding::new(
+            self.report(
                 "MR-MPH-6",
                 "MP ACK with AckReq, SE or PadCnt set",
-            ));
+                vec![frame],
+            );
         }
         let cum = p.bth.psn;
-        if let Some(old) = j.cum
+        if let Some(old) = self.cum
             && cum.is_before(old)
         {
-            j.findings.push(Finding::new(
+            self.report(
                 "MR-MPA-3",
                 format!("cumulative ACK PSN moved back from {old} to {cum}"),
-            ));
+                vec![frame],
+            );
         }
         if s.syndrome.0 == 0x60 {
-            j.findings
-                .push(Finding::new("MR-MPL-9", "MP responder sent NAK code 0"));
+            self.report("MR-MPL-9", "MP responder sent NAK code 0", vec![frame]);
         }
         if s.syndrome.0 < 0x1F {
-            j.findings.push(Finding::new(
+            self.report(
                 "MR-MPA-8",
                 format!("ACK syndrome {:#04x}, not 0x1F", s.syndrome.0),
-            ));
+                vec![frame],
+            );
         }
         // MR-MPA-5: nothing reported received may be reported missing.
         for i in 0..64u32 {
             let q = s.sack_base_psn.add(i);
-            if q.is_after(cum) && !s.is_sacked(q) && j.sacked.contains(&q.value()) {
-                j.findings.push(Finding::new(
+            if q.is_after(cum) && !s.is_sacked(q) && self.sacked.contains(&q.value()) {
+                self.report(
                     "MR-MPA-5",
                     format!("PSN {q} reported received, now missing"),
-                ));
+                    vec![frame],
+                );
             }
         }
         // MR-MPA-4: bits only for PSNs that were sent (within the capture).
-        if let Some(first) = j.first_psn {
+        if let Some(first) = self.first_psn {
             for i in 0..64u32 {
                 let q = s.sack_base_psn.add(i);
                 if s.is_sacked(q)
                     && !q.is_before(first)
                     && q.is_after(cum)
-                    && !j.sent.contains_key(&q.value())
+                    && !self.sent.contains_key(&q.value())
                 {
-                    j.findings.push(Finding::new(
+                    self.report(
                         "MR-MPA-4",
                         format!("bitmap reports PSN {q}, never sent"),
-                    ));
+                        vec![frame],
+                    );
                 }
             }
         }
         // The triggering packet, by its echoes (MR-MPA-6, SACK base rule).
-        let trigger = j
+        let trigger = self
             .sent
             .iter()
             .find(|(_, x)| x.ev == s.echoed_entropy && x.ts == s.echoed_timestamp)
             .map(|(&q, x)| (Psn::new(q), *x));
         if let Some((t, x)) = trigger {
             if s.retransmission != x.retx {
-                j.findings.push(Finding::new(
+                self.report(
                     "MR-MPA-6",
                     format!(
                         "R flag {} but the trigger had R {}",
                         s.retransmission, x.retx
                     ),
-                ));
+                    vec![frame, x.frame],
+                );
             }
             if s.syndrome.0 <= 0x1F && p.bth.opcode == Opcode::MP_ACK {
                 let base = if t.is_after(cum.add(64)) {
@@ -343,68 +462,76 @@ impl MpJudge {
                     cum.add(1)
                 };
                 if s.sack_base_psn != base {
-                    j.findings.push(Finding::new(
+                    self.report(
                         "MR-MPA-4",
                         format!("SACK base {} where the rule gives {base}", s.sack_base_psn),
-                    ));
+                        vec![frame, x.frame],
+                    );
                 }
             }
         }
         if s.ecn_ce {
-            j.doubtful.entry(s.echoed_entropy).or_default().push(j.seq);
+            self.doubtful.insert(s.echoed_entropy, self.seq);
         }
         if s.syndrome.0 == 0x65 {
-            j.trim_naked.insert(s.sack_base_psn.value());
-            j.ack_due.remove(&s.sack_base_psn.value());
+            self.trim_naked.insert(s.sack_base_psn.value());
+            self.ack_due.remove(&s.sack_base_psn.value());
         }
         // Record what is now acknowledged.
-        let newly: Vec<u32> = j
+        let newly: Vec<u64> = self
             .sent
-            .keys()
-            .copied()
-            .filter(|&q| {
+            .iter()
+            .filter(|&(&q, _)| {
                 let q = Psn::new(q);
-                !j.acked(q) && (!q.is_after(cum) || s.is_sacked(q))
+                !self.acked(q) && (!q.is_after(cum) || s.is_sacked(q))
             })
+            .map(|(_, x)| x.seq)
             .collect();
-        for q in newly {
-            if let Some(x) = j.sent.get(&q) {
-                j.acked_seqs.push(x.seq);
-            }
-        }
-        if j.cum.is_none_or(|c| cum.is_after(c)) {
-            j.cum = Some(cum);
+        self.acked_seqs.extend(newly);
+        if self.cum.is_none_or(|c| cum.is_after(c)) {
+            self.cum = Some(cum);
         }
         for i in 0..64u32 {
             let q = s.sack_base_psn.add(i);
             if s.is_sacked(q) && q.is_after(cum) {
-                j.sacked.insert(q.value());
+                self.sacked.insert(q.value());
             }
         }
-        let c = j.cum;
-        j.sacked
+        let c = self.cum;
+        self.sacked
             .retain(|&q| c.is_none_or(|c| Psn::new(q).is_after(c)));
-        let covered: Vec<u32> = j
+        let covered: Vec<u32> = self
             .ack_due
             .keys()
             .copied()
-            .filter(|&q| j.acked(Psn::new(q)))
+            .filter(|&q| self.acked(Psn::new(q)))
             .collect();
         for q in covered {
-            j.ack_due.remove(&q);
+            self.ack_due.remove(&q);
         }
         if let Some((t, _)) = trigger {
-            j.ack_due.remove(&t.value());
+            self.ack_due.remove(&t.value());
         }
-        j.check_deadlines(now);
-        j
+        self.forget_acknowledged();
+        self.check_deadlines(now);
     }
 
-    /// End of the capture at `now`: deadlines that passed are reported.
-    pub fn finish(&self, now: u64) -> Vec<Finding> {
-        let mut j = self.clone();
-        j.check_deadlines(now);
-        j.findings
+    /// Forgets what no later packet can need: transmissions cumulatively
+    /// acknowledged (a request with such a PSN is judged by `cum` alone),
+    /// trim NAKs of them, and acknowledged orders older than every
+    /// unacknowledged transmission.
+    fn forget_acknowledged(&mut self) {
+        let Some(c) = self.cum else { return };
+        self.sent.retain(|&q, _| Psn::new(q).is_after(c));
+        self.trim_naked.retain(|&q| Psn::new(q).is_after(c));
+        let oldest = self
+            .sent
+            .iter()
+            .filter(|&(&q, _)| !self.sacked.contains(&q))
+            .map(|(_, x)| x.seq)
+            .min()
+            .unwrap_or(self.seq);
+        self.acked_seqs = self.acked_seqs.split_off(&oldest);
     }
 }
 

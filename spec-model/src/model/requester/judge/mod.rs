@@ -45,6 +45,10 @@ pub struct JudgeConfig {
     /// message checks restart after it), and a retransmission that leaves a
     /// PSN out is not judged (it may have been lost again).
     pub lossy: bool,
+    /// How far capture timestamps may be off, in ns: every timer window
+    /// (MR-TMR-1 … MR-TMR-3, MR-RNR-3, MR-RNR-5) is widened by this much on
+    /// each side before a retransmission time is a finding.
+    pub tolerance_ns: u64,
 }
 
 /// The first transmission of a request packet, kept until acknowledged.

@@ -81,12 +81,13 @@ impl RequestStreamJudge {
             }
             if let (Some(now), Some(at)) = (now_ns, arrived) {
                 let waited = now.saturating_sub(at);
-                if waited < wait {
+                let tol = self.config.tolerance_ns;
+                if waited.saturating_add(tol) < wait {
                     f.push(Finding::new(
                         "MR-RNR-3",
                         format!("retransmitted {waited} ns after an RNR NAK asking for {wait} ns"),
                     ));
-                } else if waited > 2 * wait + 100_000 {
+                } else if waited > (2 * wait + 100_000).saturating_add(tol) {
                     f.push(Finding::new(
                         "MR-RNR-5",
                         format!("retransmitted {waited} ns after an RNR NAK of {wait} ns (later than 2× + 100 µs)"),
@@ -133,12 +134,13 @@ impl RequestStreamJudge {
             return;
         };
         let elapsed = now.saturating_sub(reference);
-        if elapsed < t {
+        let tol = self.config.tolerance_ns;
+        if elapsed.saturating_add(tol) < t {
             f.push(Finding::new(
                 "MR-TMR-1",
                 format!("timeout retry of PSN {psn} after {elapsed} ns, earlier than T = {t} ns"),
             ));
-        } else if elapsed > 4 * t {
+        } else if elapsed > (4 * t).saturating_add(tol) {
             f.push(Finding::new(
                 "MR-TMR-2",
                 format!(
@@ -146,7 +148,7 @@ impl RequestStreamJudge {
                     4 * t
                 ),
             ));
-        } else if elapsed > 2 * t {
+        } else if elapsed > (2 * t).saturating_add(tol) {
             f.push(Finding::new(
                 "MR-TMR-3",
                 format!(

@@ -1,6 +1,11 @@
 //! Unit tests of the conversation judge: pipelining, ACK coalescing,
 //! skipped and unexpected responses, MSN learning, branch choice, pairing,
-//! mid-conversation starts, bounds and hostile input.
+//! mid-conversation starts, bounds and hostile input; CNPs against CE marks
+//! (`cnp.rs`), MP connections (`mp.rs`), closing idle connections (`evict.rs`).
+
+mod cnp;
+mod evict;
+mod mp;
 
 use super::*;
 use metaroce_codec::ext::{AethRepr, ExtHeaders, RethRepr, Syndrome};
@@ -11,12 +16,31 @@ const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
 
 /// A packet that owns its payload, with where it travels.
+#[derive(Clone)]
 struct Pkt {
     bth: BthRepr,
     ext: ExtHeaders,
     payload: Vec<u8>,
     src: IpAddr,
     dst: IpAddr,
+    udp_src_port: u16,
+}
+
+impl Pkt {
+    /// The packet of a built frame, from `src` to `dst`.
+    fn of(frame: &[u8], src: IpAddr, dst: IpAddr) -> Self {
+        let parsed = metaroce_codec::Frame::parse(frame, &metaroce_codec::ParseOptions::default())
+            .expect("frame");
+        let roce = parsed.roce.expect("roce");
+        Pkt {
+            bth: roce.bth,
+            ext: roce.ext,
+            payload: roce.payload.to_vec(),
+            src,
+            dst,
+            udp_src_port: parsed.udp.map_or(0xC000, |u| u.src_port),
+        }
+    }
 }
 
 fn request(opcode: Opcode, psn: u32, len: usize, ack_req: bool) -> Pkt {
@@ -33,6 +57,7 @@ fn request(opcode: Opcode, psn: u32, len: usize, ack_req: bool) -> Pkt {
         payload: vec![0; len],
         src: A,
         dst: B,
+        udp_src_port: 0xC000,
     }
 }
 
@@ -66,6 +91,7 @@ fn response(opcode: Opcode, psn: u32, syndrome: Option<u8>, msn: u32, len: usize
         payload: vec![0; len],
         src: B,
         dst: A,
+        udp_src_port: 0xC000,
     }
 }
 
@@ -77,16 +103,30 @@ fn run_with(
     cfg: ConversationConfig,
     pkts: &[Pkt],
 ) -> (ConversationJudge, Vec<ConversationFinding>) {
+    let timed: Vec<(Pkt, u64, u8)> = pkts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.clone(), 1_000_000 * i as u64, 0))
+        .collect();
+    run_timed(cfg, &timed)
+}
+
+/// Judges packets with their capture times (ns) and ECN code points; frame
+/// numbers count from 1.
+fn run_timed(
+    cfg: ConversationConfig,
+    pkts: &[(Pkt, u64, u8)],
+) -> (ConversationJudge, Vec<ConversationFinding>) {
     let mut j = ConversationJudge::new(cfg);
     let mut all = Vec::new();
-    for (i, p) in pkts.iter().enumerate() {
+    for (i, (p, ts, ecn)) in pkts.iter().enumerate() {
         let meta = PacketMeta {
             frame: i as u64 + 1,
-            timestamp_ns: 1_000_000 * i as u64,
+            timestamp_ns: *ts,
             src: p.src,
             dst: p.dst,
-            udp_src_port: 0xC000,
-            ecn: 0,
+            udp_src_port: p.udp_src_port,
+            ecn: *ecn,
             icrc_valid: true,
         };
         let pkt = RocePacket {
@@ -225,8 +265,8 @@ fn second_sequence_nak_is_a_finding() {
     p.push(response(Opcode::RC_ACK, 101, Some(0x60), 1, 0));
     p.push(response(Opcode::RC_ACK, 101, Some(0x60), 1, 0));
     let f = run_with(lossy(), &p).1;
-    assert_eq!(f.len(), 1, "{f:#?}");
-    assert_eq!(f[0].frames[0], 6);
+    assert_eq!(ids(&f), vec![("MR-NAK-2", 6)], "{f:#?}");
+    assert_eq!(f[0].frames, vec![6, 5], "the second NAK, then the first");
 }
 
 #[test]

@@ -1,0 +1,127 @@
+//! Writes a synthetic capture of 4 KiB-payload RC WRITE traffic with its
+//! ACKs, as classic pcap (nanoseconds), for the `metaroce check` speed
+//! benchmark (`conformance/bench/check_speed.sh`).
+//!
+//! `QPS` connections (default 8) between 10.0.0.1 and 10.0.0.2, PMTU 4096,
+//! interleaved message by message. Each message is 16 packets (64 KiB: WRITE
+//! First, 14 Middle, Last with AckReq), answered by one ACK with the
+//! responder's MSN, as a conforming responder does; every frame has a valid
+//! ICRC and pseudo-random payload. Frames are 100 ns apart. Writing stops at
+//! the first message boundary after `BYTES` bytes of file (default 1 GB).
+//!
+//! `cargo run --release -p metaroce-conformance --example write_capture -- OUT [BYTES] [QPS]`
+
+use metaroce_codec::ext::{AethRepr, RethRepr, Syndrome};
+use metaroce_codec::{Msn, Opcode, PacketBuilder};
+use metaroce_conformance::capture::PcapWriter;
+use std::io::BufWriter;
+use std::net::Ipv4Addr;
+
+/// Payload bytes per packet (the PMTU).
+const PMTU: usize = 4096;
+/// Packets per WRITE message.
+const PACKETS: u32 = 16;
+
+/// xorshift64: deterministic pseudo-random payload bytes.
+fn fill(state: &mut u64, buf: &mut [u8]) {
+    for chunk in buf.chunks_mut(8) {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        let bytes = state.to_le_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    }
+}
+
+/// Time of the last frame and what was written.
+struct Counts {
+    ts: u64,
+    written: u64,
+    frames: u64,
+}
+
+impl Counts {
+    fn put<W: std::io::Write>(
+        &mut self,
+        w: &mut PcapWriter<W>,
+        frame: &[u8],
+    ) -> std::io::Result<()> {
+        self.ts += 100;
+        self.written += 16 + frame.len() as u64;
+        self.frames += 1;
+        w.write_packet(self.ts, frame, frame.len() as u32)
+    }
+}
+
+fn main() -> std::io::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let out = args.next().unwrap_or_else(|| "write.pcap".into());
+    let limit: u64 = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000_000);
+    let qps: u32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(8).max(1);
+    let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let file = std::fs::File::create(&out)?;
+    let mut w = PcapWriter::new(BufWriter::with_capacity(1 << 20, file))?;
+    // Per connection: next PSN (starting near the top to cross the wrap) and MSN.
+    let mut psn: Vec<u32> = (0..qps).map(|q| 0xFF_F000 + q * 0x100).collect();
+    let mut msn: Vec<u32> = vec![0; qps as usize];
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut payload = vec![0u8; PMTU];
+    let mut c = Counts {
+        ts: 1_764_000_000_000_000_000,
+        written: 24,
+        frames: 0,
+    };
+    let mut va = 0x10_0000u64;
+    'outer: loop {
+        for q in 0..qps as usize {
+            if c.written >= limit {
+                break 'outer;
+            }
+            let (requester_qpn, responder_qpn) = (0x100 + q as u32, 0x200 + q as u32);
+            for i in 0..PACKETS {
+                let op = match i {
+                    0 => Opcode::RC_WRITE_FIRST,
+                    i if i == PACKETS - 1 => Opcode::RC_WRITE_LAST,
+                    _ => Opcode::RC_WRITE_MIDDLE,
+                };
+                fill(&mut rng, &mut payload);
+                let mut p = PacketBuilder::new(op)
+                    .ipv4(a, b)
+                    .udp_src_port(0xC000 + q as u16)
+                    .dest_qp(responder_qpn)
+                    .psn(psn[q])
+                    .ack_req(i == PACKETS - 1)
+                    .payload(payload.clone());
+                if i == 0 {
+                    p = p.ext(|e| {
+                        e.reth = Some(RethRepr {
+                            va,
+                            rkey: 0x1234,
+                            dma_len: PACKETS * PMTU as u32,
+                        });
+                    });
+                }
+                c.put(&mut w, &p.build())?;
+                psn[q] = (psn[q] + 1) & 0xFF_FFFF;
+            }
+            va = va.wrapping_add(u64::from(PACKETS) * PMTU as u64);
+            msn[q] = (msn[q] + 1) & 0xFF_FFFF;
+            let ack = PacketBuilder::new(Opcode::RC_ACK)
+                .ipv4(b, a)
+                .udp_src_port(0xC000 + q as u16)
+                .dest_qp(requester_qpn)
+                .psn(psn[q].wrapping_sub(1) & 0xFF_FFFF)
+                .aeth(AethRepr {
+                    syndrome: Syndrome::ACK_UNLIMITED,
+                    msn: Msn::new(msn[q]),
+                });
+            c.put(&mut w, &ack.build())?;
+        }
+    }
+    w.flush()?;
+    eprintln!("{out}: {} frames, {} bytes", c.frames, c.written);
+    Ok(())
+}
