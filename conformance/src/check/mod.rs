@@ -12,16 +12,31 @@
 //! Memory does not grow with the capture: a frame's findings are returned to
 //! the caller, and the summary holds counters only (one per requirement ID
 //! seen, at most the number of requirements); the conversation judge's memory
-//! is bounded per connection (see its module).
+//! is bounded by the connections alive (see its module).
+//!
+//! Around the checker: [`Filter`] (which frames and findings count: time
+//! range, QPs), [`Tally`] (the counts per requirement and per QP of what is
+//! reported), [`junit_xml`] (JUnit XML) and [`write_annotated`] (the capture
+//! written back with each finding as a packet comment).
 
+mod annotate;
+mod filter;
+mod junit;
 mod report;
+mod tally;
 
+pub use annotate::{AnnotateError, Annotations, MAX_ANNOTATIONS, write_annotated};
+pub use filter::{Filter, FrameVerdict, TimeBound};
+pub use junit::junit_xml;
 pub use report::{
-    connection_text, finding_json, finding_text, reported_json, reported_text, summary_text,
+    JudgeCounts, connection_text, finding_json, finding_text, reported_json, reported_text,
+    summary_text,
 };
+pub use tally::{IdTally, MAX_SAMPLES, Tally};
 
 use crate::decode::LINKTYPE_ETHERNET;
-use metaroce_codec::{Frame, IpRepr, Layer, ParseOptions, icrc};
+use metaroce_codec::{Frame, IpRepr, Layer, Opcode, ParseOptions, ServiceClass, icrc};
+use metaroce_spec::Profile;
 use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
 };
@@ -38,6 +53,8 @@ pub struct Checker {
     options: ParseOptions,
     summary: Summary,
     conversation: Option<ConversationJudge>,
+    /// Only frames of this profile are judged (`--profile`).
+    profile: Option<Profile>,
 }
 
 /// A finding with the frames it concerns (the first shows it).
@@ -49,6 +66,12 @@ pub struct Reported {
     pub finding: Finding,
     /// Whether the conversation judge (not a per-packet validator) found it.
     pub conversation: bool,
+    /// QPNs concerned: both ends of the connection when the conversation
+    /// judge follows it (responder first), else the packet's DestQP.
+    pub qpns: Vec<u32>,
+    /// The connection concerned, named by its first frame, when the
+    /// conversation judge follows it.
+    pub connection: Option<u64>,
 }
 
 impl Reported {
@@ -57,6 +80,8 @@ impl Reported {
             frames: c.frames,
             finding: c.finding,
             conversation: true,
+            qpns: c.qpns,
+            connection: c.connection,
         }
     }
 }
@@ -70,6 +95,8 @@ pub struct Summary {
     pub roce_frames: u64,
     /// Frames the codec could not decode (RoCE or not).
     pub undecodable: u64,
+    /// Frames left out by the profile filter.
+    pub filtered: u64,
     /// Findings of severity MUST.
     pub must: u64,
     /// Findings of severity SHOULD.
@@ -90,7 +117,7 @@ impl Summary {
     pub fn by_id_in_spec_order(&self) -> Vec<(&'static str, u64)> {
         let mut ids: Vec<(&'static str, u64)> =
             self.by_id.iter().map(|(id, n)| (*id, *n)).collect();
-        ids.sort_by_key(|(id, _)| (requirements::get(id).map_or(usize::MAX, |r| r.line), *id));
+        ids.sort_by_key(|(id, _)| spec_order(id));
         ids
     }
 
@@ -104,6 +131,21 @@ impl Summary {
     }
 }
 
+/// Where requirement `id` stands in SPEC.md (unknown IDs last).
+pub(crate) fn spec_order(id: &str) -> (usize, &str) {
+    (requirements::get(id).map_or(usize::MAX, |r| r.line), id)
+}
+
+/// The profile a RoCE opcode belongs to: MP opcodes (0xC0–0xDF) are MP,
+/// everything else Base.
+pub fn profile_of(op: Opcode) -> Profile {
+    if op.class() == ServiceClass::Vendor && op.0 <= 0xDF {
+        Profile::Mp
+    } else {
+        Profile::Base
+    }
+}
+
 impl Checker {
     /// A checker for traffic described by `ctx`.
     pub fn new(ctx: Context) -> Self {
@@ -113,6 +155,7 @@ impl Checker {
             options,
             summary: Summary::default(),
             conversation: None,
+            profile: None,
         }
     }
 
@@ -123,8 +166,17 @@ impl Checker {
         checker
     }
 
+    /// Judges only RoCE frames of `profile` (others are counted as
+    /// filtered): per packet and in the conversation judge.
+    #[must_use]
+    pub fn only_profile(mut self, profile: Option<Profile>) -> Self {
+        self.profile = profile;
+        self
+    }
+
     /// Judges frame `number` captured at `timestamp_ns`: the per-packet
-    /// findings, then the conversation judge's (when enabled).
+    /// findings, then the conversation judge's (when enabled). The frame is
+    /// decoded once.
     pub fn check_frame(
         &mut self,
         number: u64,
@@ -132,26 +184,46 @@ impl Checker {
         linktype: u32,
         data: &[u8],
     ) -> Vec<Reported> {
-        let mut all: Vec<Reported> = self
-            .check(linktype, data)
-            .into_iter()
-            .map(|finding| Reported {
-                frames: vec![number],
-                finding,
-                conversation: false,
-            })
-            .collect();
-        let Some(judge) = self.conversation.as_mut() else {
-            return all;
-        };
+        self.summary.frames += 1;
         if linktype != LINKTYPE_ETHERNET {
-            return all;
+            return Vec::new();
         }
-        let Ok(frame) = Frame::parse(data, &self.options) else {
-            return all;
+        let frame = match Frame::parse(data, &self.options) {
+            Ok(frame) => frame,
+            Err(e) => {
+                if self.profile.is_some() {
+                    self.summary.filtered += 1;
+                    return Vec::new();
+                }
+                return self
+                    .undecodable(data, &e)
+                    .into_iter()
+                    .map(|finding| Reported {
+                        frames: vec![number],
+                        finding,
+                        conversation: false,
+                        qpns: Vec::new(),
+                        connection: None,
+                    })
+                    .collect();
+            }
         };
+        if let Some(p) = self.profile
+            && frame.roce.is_none_or(|r| profile_of(r.bth.opcode) != p)
+        {
+            self.summary.filtered += 1;
+            return Vec::new();
+        }
+        let status = icrc::verify_wire(&frame, data);
+        if frame.roce.is_some() {
+            self.summary.roce_frames += 1;
+        }
+        let findings = validate_frame(&frame, status, &self.ctx);
+        for f in &findings {
+            self.summary.count(f);
+        }
         let (Some(ip), Some(udp), Some(pkt)) = (frame.ip, frame.udp, frame.roce) else {
-            return all;
+            return packet_reported(number, findings, Vec::new(), None);
         };
         let (src, dst) = match ip {
             IpRepr::V4(v4) => (IpAddr::V4(v4.src), IpAddr::V4(v4.dst)),
@@ -164,17 +236,25 @@ impl Checker {
             dst,
             udp_src_port: udp.src_port,
             ecn: ip.ecn(),
-            icrc_valid: !matches!(icrc::verify(&frame), icrc::IcrcStatus::Invalid { .. }),
+            icrc_valid: !matches!(status, icrc::IcrcStatus::Invalid { .. }),
         };
-        let found: Vec<Reported> = judge
-            .on_packet(&meta, &pkt)
-            .into_iter()
-            .map(Reported::of)
-            .collect();
-        for r in &found {
-            self.summary.count(&r.finding);
+        let Some(judge) = self.conversation.as_mut() else {
+            return packet_reported(number, findings, vec![pkt.bth.dest_qp], None);
+        };
+        let found = judge.on_packet(&meta, &pkt);
+        let mut all = if findings.is_empty() {
+            Vec::new()
+        } else {
+            let (qpns, conn) = match judge.qpns_of(&meta, &pkt) {
+                Some((q, c)) => (q, Some(c)),
+                None => (vec![pkt.bth.dest_qp], None),
+            };
+            packet_reported(number, findings, qpns, conn)
+        };
+        for c in found {
+            self.summary.count(&c.finding);
+            all.push(Reported::of(c));
         }
-        all.extend(found);
         all
     }
 
@@ -191,14 +271,21 @@ impl Checker {
         found
     }
 
-    /// The connections the conversation judge follows (empty without it).
+    /// The connections the conversation judge follows or followed (empty
+    /// without it).
     pub fn connections(&self) -> Vec<ConnectionSummary> {
         self.conversation
             .as_ref()
             .map_or_else(Vec::new, ConversationJudge::connections)
     }
 
-    /// Judges one captured frame and returns its findings.
+    /// The conversation judge, if enabled.
+    pub fn judge(&self) -> Option<&ConversationJudge> {
+        self.conversation.as_ref()
+    }
+
+    /// Judges one captured frame and returns its per-packet findings (no
+    /// conversation judge).
     pub fn check(&mut self, linktype: u32, data: &[u8]) -> Vec<Finding> {
         self.summary.frames += 1;
         if linktype != LINKTYPE_ETHERNET {
@@ -206,27 +293,33 @@ impl Checker {
         }
         let findings = match Frame::parse(data, &self.options) {
             Ok(frame) => {
-                let status = icrc::verify(&frame);
+                let status = icrc::verify_wire(&frame, data);
                 if frame.roce.is_some() {
                     self.summary.roce_frames += 1;
                 }
                 validate_frame(&frame, status, &self.ctx)
             }
-            Err(e) => {
-                self.summary.undecodable += 1;
-                let findings = validate_undecodable(data, &e, &self.ctx);
-                // A RoCE header failed, or a RoCE packet sits behind IPv6
-                // extension headers (MR-ENC-8).
-                if !matches!(
-                    e.layer,
-                    Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
-                ) || findings.iter().any(|f| f.id == "MR-ENC-8")
-                {
-                    self.summary.roce_frames += 1;
-                }
-                findings
-            }
+            Err(e) => return self.undecodable(data, &e),
         };
+        for f in &findings {
+            self.summary.count(f);
+        }
+        findings
+    }
+
+    /// A frame the codec could not decode: its findings, counted.
+    fn undecodable(&mut self, data: &[u8], e: &metaroce_codec::WireError) -> Vec<Finding> {
+        self.summary.undecodable += 1;
+        let findings = validate_undecodable(data, e, &self.ctx);
+        // A RoCE header failed, or a RoCE packet sits behind IPv6
+        // extension headers (MR-ENC-8).
+        if !matches!(
+            e.layer,
+            Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
+        ) || findings.iter().any(|f| f.id == "MR-ENC-8")
+        {
+            self.summary.roce_frames += 1;
+        }
         for f in &findings {
             self.summary.count(f);
         }
@@ -237,6 +330,24 @@ impl Checker {
     pub fn summary(&self) -> &Summary {
         &self.summary
     }
+}
+
+fn packet_reported(
+    number: u64,
+    findings: Vec<Finding>,
+    qpns: Vec<u32>,
+    connection: Option<u64>,
+) -> Vec<Reported> {
+    findings
+        .into_iter()
+        .map(|finding| Reported {
+            frames: vec![number],
+            finding,
+            conversation: false,
+            qpns: qpns.clone(),
+            connection,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! How `metaroce check` prints findings and its summary.
 
-use super::{Reported, Summary};
+use super::{Reported, Summary, Tally};
 use core::fmt::Write;
 use metaroce_spec::Finding;
 use metaroce_spec::judge::ConnectionSummary;
@@ -47,6 +47,9 @@ pub fn reported_json(r: &Reported) -> Value {
     }
     if let Some(map) = v.as_object_mut() {
         map.insert("frames".into(), json!(r.frames));
+        if !r.qpns.is_empty() {
+            map.insert("qpns".into(), json!(r.qpns));
+        }
         let source = if r.conversation {
             "conversation"
         } else {
@@ -63,7 +66,7 @@ pub fn connection_text(c: &ConnectionSummary) -> String {
         .requester_qpn
         .map_or_else(|| "?".to_string(), |q| format!("{q:#08x}"));
     let mut line = format!(
-        "{} QPN {requester_qpn} -> {} QPN {:#08x} ({}, frames {}-{}): {} requests, {} responses, {} findings",
+        "{} QPN {requester_qpn} -> {} QPN {:#08x} ({}, frames {}-{}): {} requests, {} responses, {} conversation findings",
         c.key.requester,
         c.key.responder,
         c.key.responder_qpn,
@@ -84,27 +87,74 @@ pub fn connection_text(c: &ConnectionSummary) -> String {
     line
 }
 
-/// The summary that ends the text output.
-pub fn summary_text(summary: &Summary) -> String {
+/// Counts the conversation judge keeps about its connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JudgeCounts {
+    /// Connections closed before the end (idle, or to make room).
+    pub evicted: u64,
+    /// Responses that paired with no connection.
+    pub orphans: u64,
+}
+
+/// The summary that ends the text output: counts, findings per requirement
+/// (with severity and first frame) and per connection (with their
+/// requirements).
+pub fn summary_text(
+    summary: &Summary,
+    tally: &Tally,
+    connections: &[ConnectionSummary],
+    judge: Option<JudgeCounts>,
+) -> String {
     let mut out = String::new();
+    let (must, should, info) = tally.counts();
     let _ = writeln!(out, "Summary");
     let _ = writeln!(out, "  frames: {}", summary.frames);
     let _ = writeln!(out, "  RoCE frames: {}", summary.roce_frames);
     let _ = writeln!(out, "  undecodable frames: {}", summary.undecodable);
+    if summary.filtered > 0 {
+        let _ = writeln!(out, "  frames of the other profile: {}", summary.filtered);
+    }
     let _ = writeln!(
         out,
-        "  findings: {} (must {}, should {}, info {})",
-        summary.findings(),
-        summary.must,
-        summary.should,
-        summary.info
+        "  findings: {} (must {must}, should {should}, info {info})",
+        must + should + info
     );
-    let by_id = summary.by_id_in_spec_order();
+    let by_id = tally.by_id();
     if !by_id.is_empty() {
         let _ = writeln!(out, "  by requirement:");
-        for (id, n) in by_id {
-            let _ = writeln!(out, "    {id:<12} {n}");
+        for (id, t) in by_id {
+            let _ = writeln!(
+                out,
+                "    {id:<12} {:>6}  {:<6} first at frame {}",
+                t.total(),
+                t.worst().as_str(),
+                t.first_frame
+            );
         }
+    }
+    if !connections.is_empty() {
+        let _ = writeln!(out, "  connections:");
+        for c in connections {
+            let _ = write!(out, "    {}", connection_text(c));
+            let ids: Vec<String> = tally
+                .for_connection(c)
+                .iter()
+                .map(|(id, t)| format!("{id} x{}", t.total()))
+                .collect();
+            if !ids.is_empty() {
+                let _ = write!(out, " [{}]", ids.join(", "));
+            }
+            let _ = writeln!(out);
+        }
+    }
+    if let Some(j) = judge
+        && j.evicted + j.orphans > 0
+    {
+        let _ = writeln!(
+            out,
+            "  connections closed before the end: {}; responses of no connection: {}",
+            j.evicted, j.orphans
+        );
     }
     out
 }

@@ -1,38 +1,79 @@
-//! `metaroce check FILE`: the per-packet checks of every frame of a capture.
+//! `metaroce check FILE` (or `--live IFACE`): every frame of a capture
+//! judged against SPEC.md, per packet and per conversation.
 //!
-//! Streams the capture (constant memory), decodes each frame, verifies its
-//! ICRC and runs the spec model's static validators; prints each finding with
-//! its frame number and requirement ID, then (text) a summary. Exit code 0
-//! when no finding is a MUST, 1 otherwise, 4 for bad input: a file that is
-//! not a capture or ends inside a record gets a one-line error naming the
-//! file and byte offset.
+//! Streams the capture (memory bounded by the connections alive, not by the
+//! file), decodes each frame once, verifies its ICRC and runs the spec
+//! model's static validators, then the conversation judge
+//! ([`metaroce_spec::judge`], `--no-conversation` turns it off), which
+//! rebuilds every connection and judges it with the models; its findings
+//! name every frame involved.
 //!
-//! After the per-packet validators, the conversation judge
-//! ([`metaroce_spec::judge`]) rebuilds each RC connection and judges it with
-//! the requester and responder models (`--no-conversation` turns it off); its
-//! findings name every frame involved, and the text summary ends with one
-//! line per connection.
+//! Outputs: findings as they are found (`--format text`, one line each, or
+//! `jsonl`) and a summary per requirement and per connection, or JUnit XML
+//! (`--format junit`, or `--junit FILE` beside any format); `--annotate
+//! OUT.pcapng` writes the capture back with each finding as a packet
+//! comment on its frames. Filters: `--qp` (repeatable) reports the findings
+//! of those QPs, `--profile` judges only Base or MP frames, `--from` and
+//! `--to` judge a time range (see [`crate::check::Filter`]). A progress bar
+//! is drawn on stderr for files of 64 MiB or more when stderr is a terminal.
+//!
+//! Exit code 0 when no reported finding is a MUST, 1 otherwise, 4 for bad
+//! input: a file that is not a capture or ends inside a record gets a
+//! one-line error naming the file and byte offset (findings before it are
+//! printed).
+
+#[cfg(feature = "libpcap")]
+mod live;
 
 use crate::capture::CaptureReader;
 use crate::check::{
-    Checker, Reported, connection_text, reported_json, reported_text, summary_text,
+    Annotations, Checker, Filter, FrameVerdict, JudgeCounts, Reported, Tally, TimeBound,
+    junit_xml, reported_json, reported_text, summary_text, write_annotated,
 };
 use crate::exit;
 use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
 use metaroce_spec::Profile;
 use metaroce_spec::judge::ConversationConfig;
+use metaroce_spec::model::congestion::np::NpParams;
 use metaroce_spec::validate::{Context, PMTU_VALUES};
-use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Files at least this large get a progress bar (when stderr is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 
 /// Arguments of `metaroce check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Capture file (pcap or pcapng).
-    pub file: PathBuf,
+    /// Capture file (pcap or pcapng); omitted with `--live`.
+    pub file: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also write the verdict as JUnit XML to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the capture back to this pcapng file with each finding as a
+    /// comment on its frames (Wireshark's `frame.comment`).
+    #[arg(long, value_name = "OUT.pcapng")]
+    pub annotate: Option<PathBuf>,
+    /// Report only the findings of this QP (either end of a connection, or a
+    /// packet's DestQP); repeat for several. Decimal or 0x hex.
+    #[arg(long = "qp", value_name = "QPN", value_parser = parse_qpn)]
+    pub qps: Vec<u32>,
+    /// Judge only the frames of this profile (Base: RC, UC, UD, CNP; MP:
+    /// opcodes 0xC0–0xDF).
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileArg>,
+    /// Judge frames from this time on: seconds after the first frame (1.5),
+    /// or @ and absolute Unix seconds (@1764431280.25).
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<TimeBound>,
+    /// Judge frames up to this time (same forms as --from); reading stops at
+    /// the first frame after it.
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<TimeBound>,
     /// Path MTU of the traffic (256, 512, 1024, 2048 or 4096); unknown by default.
     #[arg(long, value_parser = parse_pmtu)]
     pub pmtu: Option<u32>,
@@ -47,7 +88,7 @@ pub struct CheckArgs {
     /// sender's (MR-ENC-21).
     #[arg(long)]
     pub at_sender: bool,
-    /// Do not rebuild and judge the RC conversations (per-packet checks only).
+    /// Do not rebuild and judge the conversations (per-packet checks only).
     #[arg(long)]
     pub no_conversation: bool,
     /// Packets may be missing from the capture (lost between a peer and the
@@ -59,15 +100,59 @@ pub struct CheckArgs {
     /// conversation judge then checks retransmission times (MR-TMR-1 … 4).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=31))]
     pub timeout: Option<u8>,
+    /// How far capture timestamps may be off, in µs: every timer window
+    /// (retransmission timeout, RNR wait, MP loss by time, CNP delay and
+    /// pacing) widens by this much on each side.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub tolerance: u64,
+    /// A connection without a packet for this many seconds is closed: what
+    /// it owed is reported and its state forgotten.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub idle: u64,
+    /// The receivers do not declare `cnp_generation`: CE marks and CNPs are
+    /// not judged (MR-CNP-1, MR-CNP-2).
+    #[arg(long)]
+    pub no_cnp: bool,
+    /// `cnp_interval` of the notification points, µs (§10.2).
+    #[arg(long, value_name = "US", default_value_t = 50)]
+    pub cnp_interval: u64,
+    /// `cnp_delay_max` of the notification points, µs (§10.2).
+    #[arg(long, value_name = "US", default_value_t = 10)]
+    pub cnp_delay: u64,
+    /// Never draw a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Check a live link instead of a file (BPF `udp port 4791`, or the
+    /// --port values); findings are printed as they happen. Stops on Ctrl-C
+    /// or after --duration.
+    #[cfg(feature = "libpcap")]
+    #[arg(long, value_name = "IFACE", conflicts_with = "file")]
+    pub live: Option<String>,
+    /// With --live: stop after this many seconds.
+    #[cfg(feature = "libpcap")]
+    #[arg(long, value_name = "SECS", requires = "live")]
+    pub duration: Option<f64>,
 }
 
 /// Output formats of `check`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// One line per finding, then a summary.
+    /// One line per finding, then a summary per requirement and per connection.
     Text,
-    /// One JSON object per finding: frame, id, severity, message.
+    /// One JSON object per finding: frame, id, severity, message (and frames,
+    /// source, qpns for conversation findings).
     Jsonl,
+    /// JUnit XML at the end: a test case per requirement and per connection.
+    Junit,
+}
+
+/// `--profile` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProfileArg {
+    /// RoCEv2 Base: RC, UC, UD and CNP opcodes.
+    Base,
+    /// Multipath: opcodes 0xC0–0xDF.
+    Mp,
 }
 
 fn parse_pmtu(s: &str) -> Result<u32, String> {
@@ -77,90 +162,233 @@ fn parse_pmtu(s: &str) -> Result<u32, String> {
     }
 }
 
+fn parse_qpn(s: &str) -> Result<u32, String> {
+    let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    match v {
+        Ok(q) if q <= 0xFF_FFFF => Ok(q),
+        _ => Err(format!("{s} is not a QPN (0 … 0xffffff)")),
+    }
+}
+
+impl CheckArgs {
+    fn context(&self) -> Context {
+        Context {
+            pmtu: self.pmtu,
+            roce_ports: self.ports.clone(),
+            profile: if self.base {
+                Profile::Base
+            } else {
+                Profile::Mp
+            },
+            at_sender: self.at_sender,
+            ..Context::default()
+        }
+    }
+
+    fn checker(&self) -> Checker {
+        let ctx = self.context();
+        let checker = if self.no_conversation {
+            Checker::new(ctx)
+        } else {
+            let np = NpParams {
+                interval_ns: self.cnp_interval.saturating_mul(1000),
+                delay_max_ns: self.cnp_delay.saturating_mul(1000),
+                ..NpParams::default()
+            };
+            Checker::with_conversation(
+                ctx,
+                ConversationConfig {
+                    pmtu: self.pmtu,
+                    timeout: self.timeout,
+                    lossy: self.lossy,
+                    tolerance_ns: self.tolerance.saturating_mul(1000),
+                    idle_ns: self.idle.saturating_mul(1_000_000_000),
+                    np: (!self.no_cnp).then_some(np),
+                    ..ConversationConfig::default()
+                },
+            )
+        };
+        checker.only_profile(self.profile.map(|p| match p {
+            ProfileArg::Base => Profile::Base,
+            ProfileArg::Mp => Profile::Mp,
+        }))
+    }
+}
+
+/// Where findings go: printed (text, JSON lines), counted, kept for
+/// annotation; only those the filter reports.
+struct Emitter<W: Write> {
+    out: W,
+    format: Format,
+    filter: Filter,
+    tally: Tally,
+    notes: Option<Annotations>,
+}
+
+impl<W: Write> Emitter<W> {
+    fn emit(&mut self, found: &[Reported]) -> io::Result<()> {
+        for r in found.iter().filter(|r| self.filter.finding(r)) {
+            self.tally.add(r);
+            if let Some(n) = self.notes.as_mut() {
+                n.add(r);
+            }
+            match self.format {
+                Format::Text => writeln!(self.out, "{}", reported_text(r))?,
+                Format::Jsonl => writeln!(self.out, "{}", reported_json(r))?,
+                Format::Junit => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The summary (text) or the JUnit report, and the `--junit` file.
+    fn conclude(&mut self, checker: &Checker, name: &str, junit: Option<&Path>) -> io::Result<()> {
+        let conns: Vec<_> = checker
+            .connections()
+            .into_iter()
+            .filter(|c| self.filter.connection(c))
+            .collect();
+        let counts = checker.judge().map(|j| JudgeCounts {
+            evicted: j.evicted().0,
+            orphans: j.orphans(),
+        });
+        match self.format {
+            Format::Text => {
+                let (m, s, i) = self.tally.counts();
+                let separator = if m + s + i > 0 { "\n" } else { "" };
+                let text = summary_text(checker.summary(), &self.tally, &conns, counts);
+                write!(self.out, "{separator}{text}")?;
+            }
+            Format::Jsonl => {}
+            Format::Junit => {
+                let xml = junit_xml(name, checker.summary(), &self.tally, &conns);
+                write!(self.out, "{xml}")?;
+            }
+        }
+        if let Some(path) = junit {
+            let xml = junit_xml(name, checker.summary(), &self.tally, &conns);
+            std::fs::write(path, xml)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        }
+        self.out.flush()
+    }
+
+    fn verdict(&self) -> u8 {
+        if self.tally.counts().0 > 0 {
+            exit::FAIL
+        } else {
+            exit::OK
+        }
+    }
+}
+
 /// Runs `check`; returns the exit code.
 pub fn run(args: &CheckArgs) -> u8 {
-    let ctx = Context {
-        pmtu: args.pmtu,
-        roce_ports: args.ports.clone(),
-        profile: if args.base {
-            Profile::Base
-        } else {
-            Profile::Mp
-        },
-        at_sender: args.at_sender,
-        ..Context::default()
+    #[cfg(feature = "libpcap")]
+    if let Some(iface) = args.live.as_deref() {
+        return live::run(args, iface);
+    }
+    let Some(file) = args.file.as_deref() else {
+        eprintln!("metaroce check: give a capture FILE (or --live IFACE with the libpcap feature)");
+        return exit::BAD_INPUT;
     };
-    let mut checker = if args.no_conversation {
-        Checker::new(ctx)
-    } else {
-        Checker::with_conversation(
-            ctx,
-            ConversationConfig {
-                pmtu: args.pmtu,
-                timeout: args.timeout,
-                lossy: args.lossy,
-                ..ConversationConfig::default()
-            },
-        )
-    };
-    let mut reader = match CaptureReader::open(&args.file) {
+    let mut checker = args.checker();
+    let mut reader = match CaptureReader::open(file) {
         Ok(reader) => reader,
-        Err(e) => return super::bad_input("check", &args.file, &e),
+        Err(e) => return super::bad_input("check", file, &e),
     };
     let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut em = Emitter {
+        out: BufWriter::with_capacity(1 << 16, stdout.lock()),
+        format: args.format,
+        filter: Filter::new(args.qps.clone(), args.from, args.to),
+        tally: Tally::default(),
+        notes: args.annotate.as_ref().map(|_| Annotations::default()),
+    };
+    let progress = progress_bar(file, args.no_progress);
     loop {
         let frame = match reader.next_frame() {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {
-                let _ = out.flush();
-                return super::bad_input("check", &args.file, &e);
+                let _ = em.out.flush();
+                if let Some(pb) = &progress {
+                    pb.finish_and_clear();
+                }
+                return super::bad_input("check", file, &e);
             }
         };
+        if em.filter.has_time_range() {
+            match em.filter.frame(frame.timestamp_ns) {
+                FrameVerdict::Take => {}
+                FrameVerdict::Skip => continue,
+                FrameVerdict::Stop => break,
+            }
+        }
         let found =
             checker.check_frame(frame.number, frame.timestamp_ns, frame.linktype, frame.data);
-        if let Err(e) = print(&mut out, args.format, &found) {
+        if !found.is_empty()
+            && let Err(e) = em.emit(&found)
+        {
             return super::output_error("check", &e);
         }
+        if let Some(pb) = &progress
+            && frame.number % 4096 == 0
+        {
+            pb.set_position(reader.position());
+        }
+    }
+    if let Some(pb) = &progress {
+        pb.finish_and_clear();
     }
     let last = checker.finish();
-    if let Err(e) = print(&mut out, args.format, &last) {
+    let name = file.display().to_string();
+    if let Err(e) = em
+        .emit(&last)
+        .and_then(|()| em.conclude(&checker, &name, args.junit.as_deref()))
+    {
         return super::output_error("check", &e);
     }
-    let summary = checker.summary();
-    if args.format == Format::Text {
-        let separator = if summary.findings() > 0 { "\n" } else { "" };
-        if let Err(e) = write!(out, "{separator}{}", summary_text(summary)) {
-            return super::output_error("check", &e);
+    if let (Some(out), Some(notes)) = (args.annotate.as_deref(), em.notes.as_ref()) {
+        if notes.dropped > 0 {
+            eprintln!(
+                "metaroce check: {} findings beyond the first {} were not written as comments",
+                notes.dropped,
+                crate::check::MAX_ANNOTATIONS
+            );
         }
-        let conns = checker.connections();
-        if !conns.is_empty() {
-            let mut text = String::from("  connections:\n");
-            for c in &conns {
-                text.push_str(&format!("    {}\n", connection_text(c)));
+        match write_annotated(file, out, notes) {
+            Ok(_) => {}
+            Err(crate::check::AnnotateError::Read(e)) => {
+                return super::bad_input("check", file, &e);
             }
-            if let Err(e) = write!(out, "{text}") {
-                return super::output_error("check", &e);
+            Err(e) => {
+                eprintln!("metaroce check: --annotate {}: {e}", out.display());
+                return exit::ERROR;
             }
         }
     }
-    if let Err(e) = out.flush() {
-        return super::output_error("check", &e);
-    }
-    if summary.must > 0 {
-        exit::FAIL
-    } else {
-        exit::OK
-    }
+    em.verdict()
 }
 
-fn print(out: &mut impl Write, format: Format, found: &[Reported]) -> io::Result<()> {
-    for r in found {
-        match format {
-            Format::Text => writeln!(out, "{}", reported_text(r))?,
-            Format::Jsonl => writeln!(out, "{}", reported_json(r))?,
-        }
+/// A progress bar over the file's bytes, when it is large and stderr is a
+/// terminal.
+fn progress_bar(file: &Path, disabled: bool) -> Option<ProgressBar> {
+    if disabled || !io::stderr().is_terminal() {
+        return None;
     }
-    Ok(())
+    let len = std::fs::metadata(file).ok()?.len();
+    if len < PROGRESS_MIN_BYTES {
+        return None;
+    }
+    let pb = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} checking [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    ) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    Some(pb)
 }

@@ -158,6 +158,7 @@ impl CnpJudge {
                 finding,
                 frames: vec![frame],
                 qpns: Vec::new(),
+                connection: None,
             });
         }
     }
@@ -211,6 +212,7 @@ impl CnpJudge {
                 ),
                 frames: vec![frame],
                 qpns: vec![dest_qp],
+                connection: None,
             });
         }
         let key = (src, self.scope(dst, Some(dest_qp)));
@@ -230,6 +232,7 @@ impl CnpJudge {
                     ),
                     frames: vec![frame, prev],
                     qpns: vec![dest_qp],
+                    connection: None,
                 });
             }
         }

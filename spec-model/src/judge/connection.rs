@@ -123,6 +123,15 @@ impl Connection {
         self.last_ns = self.last_ns.max(meta.timestamp_ns);
     }
 
+    /// Names this connection in `found`: its QPNs and first frame.
+    pub fn label(&self, found: &mut [ConversationFinding]) {
+        let qpns = self.qpns();
+        for f in found {
+            f.qpns.clone_from(&qpns);
+            f.connection = Some(self.summary.first_frame);
+        }
+    }
+
     /// The QPNs of both ends, as far as known (responder first).
     pub fn qpns(&self) -> Vec<u32> {
         let mut q = vec![self.summary.key.responder_qpn];
@@ -175,6 +184,7 @@ impl Connection {
                 finding: f,
                 frames: vec![meta.frame],
                 qpns: Vec::new(),
+                connection: None,
             });
         }
         let pmtu = cfg.pmtu.or_else(|| requester.pmtu_candidates().single());
@@ -253,6 +263,7 @@ fn drain_mp(j: &mut MpJudge, out: &mut Vec<ConversationFinding>) {
             finding,
             frames,
             qpns: Vec::new(),
+            connection: None,
         });
     }
 }

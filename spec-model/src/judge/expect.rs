@@ -264,6 +264,7 @@ fn finding(id: &'static str, frames: Vec<u64>, message: String) -> ConversationF
         finding: Finding::new(id, message),
         frames,
         qpns: Vec::new(),
+        connection: None,
     }
 }
 
@@ -282,6 +283,7 @@ fn missing(
         finding: Finding::info(id, format!("{message} (lost before the capture point?)")),
         frames,
         qpns: Vec::new(),
+        connection: None,
     }
 }
 

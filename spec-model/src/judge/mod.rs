@@ -161,6 +161,9 @@ pub struct ConversationFinding {
     pub frames: Vec<u64>,
     /// QPNs of the connection or packets concerned, when known.
     pub qpns: Vec<u32>,
+    /// The connection concerned, named by its first frame
+    /// ([`ConnectionSummary::first_frame`]), when there is one.
+    pub connection: Option<u64>,
 }
 
 /// Judges the conversations of a capture; see the module documentation.
@@ -273,10 +276,7 @@ impl ConversationJudge {
                 conn.summary.ce_marked += u64::from(ce);
                 conn.on_request(meta, pkt, &self.cfg, &mut out);
                 conn.summary.findings += (out.len() - from) as u64;
-                let qpns = conn.qpns();
-                for f in &mut out[from..] {
-                    f.qpns.clone_from(&qpns);
-                }
+                conn.label(&mut out[from..]);
                 sender_qp = conn.summary.requester_qpn;
             }
             if mp_req && let Some(cnp) = self.cnp.as_mut() {
@@ -290,10 +290,7 @@ impl ConversationJudge {
                         conn.summary.ce_marked += u64::from(ce);
                         conn.on_response(meta, pkt, &mut out);
                         conn.summary.findings += (out.len() - from) as u64;
-                        let qpns = conn.qpns();
-                        for f in &mut out[from..] {
-                            f.qpns.clone_from(&qpns);
-                        }
+                        conn.label(&mut out[from..]);
                         sender_qp = Some(conn.summary.key.responder_qpn);
                     }
                 }
@@ -403,10 +400,7 @@ impl ConversationJudge {
         let from = out.len();
         c.finish(self.last_ns, self.cfg.ack_delay_ns, out);
         c.summary.findings += (out.len() - from) as u64;
-        let qpns = c.qpns();
-        for f in &mut out[from..] {
-            f.qpns.clone_from(&qpns);
-        }
+        c.label(&mut out[from..]);
         c.summary.evicted = true;
         self.evicted += 1;
         self.by_key.remove(&(c.summary.key, c.summary.mp));
@@ -473,10 +467,7 @@ impl ConversationJudge {
             let mut out = Vec::new();
             c.finish(self.last_ns, self.cfg.ack_delay_ns, &mut out);
             c.summary.findings += out.len() as u64;
-            let qpns = c.qpns();
-            for f in &mut out {
-                f.qpns.clone_from(&qpns);
-            }
+            c.label(&mut out);
             all.extend(out);
         }
         all
@@ -513,9 +504,10 @@ impl ConversationJudge {
         self.conns.iter().flatten().map(Connection::pending).sum()
     }
 
-    /// The QPNs of the connection `pkt` belongs to, when the judge follows
-    /// it (for reporting per-packet findings by QP).
-    pub fn qpns_of(&self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> Option<Vec<u32>> {
+    /// The QPNs of the connection `pkt` belongs to and its first frame, when
+    /// the judge follows it (for reporting per-packet findings by QP and
+    /// connection).
+    pub fn qpns_of(&self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> Option<(Vec<u32>, u64)> {
         let op = pkt.bth.opcode;
         let mp = is_mp_request(op) || is_mp_response(op);
         let idx = if is_request(op) || is_mp_request(op) {
@@ -529,6 +521,9 @@ impl ConversationJudge {
             self.by_response
                 .get(&(meta.src, meta.dst, pkt.bth.dest_qp, mp))
         }?;
-        self.conns.get(*idx)?.as_ref().map(Connection::qpns)
+        self.conns
+            .get(*idx)?
+            .as_ref()
+            .map(|c| (c.qpns(), c.summary.first_frame))
     }
 }

@@ -1,0 +1,97 @@
+//! `metaroce check --live IFACE`: the checks of a capture file on a link as
+//! it runs (feature `libpcap`). Frames come from libpcap with the BPF filter
+//! `udp port 4791` (or the `--port` values); findings are printed and
+//! flushed as they are found; the run stops on Ctrl-C or after `--duration`,
+//! then the conversation judge's last findings and the summary follow.
+//! Opening the interface needs root or `CAP_NET_RAW`; a failure to open it
+//! is bad input (exit 4).
+
+use super::{CheckArgs, Emitter};
+use crate::capture::live::{LiveCapture, ROCE_FILTER};
+use crate::check::{Filter, FrameVerdict, Tally};
+use crate::exit;
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long one wait for a packet lasts, so that Ctrl-C and the duration
+/// are noticed.
+const POLL_MS: i32 = 100;
+
+/// The BPF filter for the RoCE ports.
+fn bpf(ports: &[u16]) -> String {
+    match ports {
+        [4791] | [] => ROCE_FILTER.to_string(),
+        ports => {
+            let alts: Vec<String> = ports.iter().map(|p| format!("port {p}")).collect();
+            format!("udp and ({})", alts.join(" or "))
+        }
+    }
+}
+
+/// Runs the live check on `iface`; returns the exit code.
+pub(super) fn run(args: &CheckArgs, iface: &str) -> u8 {
+    if args.annotate.is_some() {
+        eprintln!("metaroce check: --annotate needs a capture file, not --live");
+        return exit::BAD_INPUT;
+    }
+    let mut capture = match LiveCapture::open(iface, &bpf(&args.ports), POLL_MS) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("metaroce check: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
+        eprintln!("metaroce check: cannot catch Ctrl-C ({e}); use --duration");
+    }
+    let deadline = args
+        .duration
+        .filter(|d| d.is_finite() && *d >= 0.0)
+        .map(|d| Instant::now() + Duration::from_secs_f64(d.min(1e9)));
+    let mut checker = args.checker();
+    let stdout = io::stdout();
+    let mut em = Emitter {
+        out: stdout.lock(),
+        format: args.format,
+        filter: Filter::new(args.qps.clone(), args.from, args.to),
+        tally: Tally::default(),
+        notes: None,
+    };
+    while !stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
+        let frame = match capture.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => continue,
+            Err(e) => {
+                eprintln!("metaroce check: {e}");
+                return exit::ERROR;
+            }
+        };
+        if em.filter.has_time_range() {
+            match em.filter.frame(frame.timestamp_ns) {
+                FrameVerdict::Take => {}
+                FrameVerdict::Skip => continue,
+                FrameVerdict::Stop => break,
+            }
+        }
+        let found =
+            checker.check_frame(frame.number, frame.timestamp_ns, frame.linktype, frame.data);
+        if !found.is_empty()
+            && let Err(e) = em.emit(&found).and_then(|()| em.out.flush())
+        {
+            return super::super::output_error("check", &e);
+        }
+    }
+    let last = checker.finish();
+    let name = format!("live {iface}");
+    if let Err(e) = em
+        .emit(&last)
+        .and_then(|()| em.conclude(&checker, &name, args.junit.as_deref()))
+    {
+        return super::super::output_error("check", &e);
+    }
+    em.verdict()
+}
