@@ -9,7 +9,7 @@
 //! but not a departure. Then faults are injected into rxe captures in memory
 //! and the judge must catch each.
 
-use metaroce_codec::{Frame, ParseOptions, icrc};
+use metaroce_codec::{Frame, Opcode, PacketBuilder, ParseOptions, icrc};
 use metaroce_conformance::capture::CaptureReader;
 use metaroce_conformance::check::{Checker, Reported};
 use metaroce_spec::Severity;
@@ -33,17 +33,30 @@ fn frames(name: &str) -> Frames {
 
 /// The conversation findings of `frames` (PMTU 1024, as recorded).
 fn judge(frames: &Frames, lossy: bool) -> Vec<Reported> {
-    let cfg = ConversationConfig {
-        pmtu: Some(1024),
-        lossy,
-        ..ConversationConfig::default()
-    };
+    judge_with(
+        frames,
+        ConversationConfig {
+            pmtu: Some(1024),
+            lossy,
+            ..ConversationConfig::default()
+        },
+    )
+}
+
+/// The findings of `frames`, per packet and per conversation, under `cfg`.
+fn all_findings(frames: &Frames, cfg: ConversationConfig) -> Vec<Reported> {
     let mut checker = Checker::with_conversation(Context::default(), cfg);
     let mut out = Vec::new();
     for (n, ts, lt, data) in frames {
         out.extend(checker.check_frame(*n, *ts, *lt, data));
     }
     out.extend(checker.finish());
+    out
+}
+
+/// The conversation findings of `frames` under `cfg`.
+fn judge_with(frames: &Frames, cfg: ConversationConfig) -> Vec<Reported> {
+    let mut out = all_findings(frames, cfg);
     out.retain(|r| r.conversation);
     out
 }
@@ -213,4 +226,145 @@ fn judged_without_a_pmtu_the_same() {
     let conns = checker.connections();
     assert_eq!(conns.len(), 1);
     assert_eq!((conns[0].requests, conns[0].responses), (5, 15));
+}
+
+/// Sets ECN CE on an IPv4 frame and rewrites the header checksum (the ICRC
+/// masks the ECN bits, so it stays valid).
+fn mark_ce(frame: &mut [u8]) {
+    frame[15] |= 3;
+    frame[24..26].fill(0);
+    let sum: u32 = frame[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let folded = (sum & 0xFFFF) + (sum >> 16);
+    let folded = (folded & 0xFFFF) + (folded >> 16);
+    frame[24..26].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+}
+
+/// Inserts `data` as a frame right after frame `after`, `delay_ns` later,
+/// and renumbers the frames that follow.
+fn insert_after(frames: &mut Frames, after: u64, delay_ns: u64, data: Vec<u8>) {
+    let at = frames
+        .iter()
+        .position(|f| f.0 == after)
+        .expect("frame exists");
+    let ts = frames[at].1 + delay_ns;
+    let lt = frames[at].2;
+    frames.insert(at + 1, (after + 1, ts, lt, data));
+    for f in frames.iter_mut().skip(at + 2) {
+        f.0 += 1;
+    }
+}
+
+/// A CNP from 10.77.0.1 (A, the notification point) to QPN `dest_qp` at
+/// 10.77.0.2 (B), as MR-CNP-3 and MR-CNP-4 describe it.
+fn cnp_to_b(dest_qp: u32) -> Vec<u8> {
+    PacketBuilder::new(Opcode::CNP)
+        .ipv4("10.77.0.1".parse().unwrap(), "10.77.0.2".parse().unwrap())
+        .traffic_class(48 << 2)
+        .dest_qp(dest_qp)
+        .psn(0)
+        .build()
+}
+
+#[test]
+fn injected_reordered_retransmission_is_caught() {
+    // rc_pingpong_clean: rxe's early timer resends A's SEND PSN 0xa31cc8–
+    // 0xa31cca (frames 43–45, First, Middle, Last). Resent Middle first
+    // (frames 43 and 44 swapped), the retry does not start at the oldest
+    // unacknowledged PSN: MR-REQ-5 at frame 43 (judged strictly: no loss).
+    let mut f = frames("rc_pingpong_clean.pcap");
+    let a = f.iter().position(|x| x.0 == 43).expect("frame 43");
+    let (first, second) = f.split_at_mut(a + 1);
+    std::mem::swap(&mut first[a].3, &mut second[0].3);
+    let found = judge(&f, false);
+    let (serious, _) = verdict(&found);
+    assert_eq!(serious.first(), Some(&("MR-REQ-5", 43)), "{found:#?}");
+    assert!(
+        found[0]
+            .finding
+            .message
+            .contains("after the oldest unacknowledged PSN"),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn injected_skipped_cnp_is_caught() {
+    // write_bw_clean: B's WRITE First (frame 46) arrives at A CE-marked.
+    // With A's CNP to B's QP (0x11) 4 µs later the capture conforms; without
+    // it, MR-CNP-1 names frame 46. (rxe sends no CNP at all, SPEC.md
+    // Appendix A #4: a run against rxe declares no `cnp_generation`.)
+    let base = frames("write_bw_clean.pcap");
+    let cfg = ConversationConfig {
+        pmtu: Some(1024),
+        ..ConversationConfig::default()
+    };
+    let mut answered = base.clone();
+    mark_ce(frame_mut(&mut answered, 46));
+    insert_after(&mut answered, 46, 4_000, cnp_to_b(0x11));
+    let found = all_findings(&answered, cfg.clone());
+    let serious: Vec<_> = found
+        .iter()
+        .filter(|r| r.finding.severity != Severity::Info)
+        .collect();
+    assert!(serious.is_empty(), "{serious:#?}");
+
+    let mut skipped = base;
+    mark_ce(frame_mut(&mut skipped, 46));
+    let found = all_findings(&skipped, cfg.clone());
+    let (serious, _) = verdict(&found);
+    assert_eq!(serious, vec![("MR-CNP-1", 46)], "{found:#?}");
+    // Not judged when the receiver declares no CNP generation.
+    let off = ConversationConfig { np: None, ..cfg };
+    assert!(verdict(&all_findings(&skipped, off)).0.is_empty());
+}
+
+#[test]
+fn clean_captures_check_clean_per_packet_and_per_conversation() {
+    // Every finding of every capture, per packet included: the clean ones
+    // have none; the lossy ones only rxe's known departures (MR-DUP-4 in
+    // read_bw_loss10_both, above) and information about responses lost
+    // before the capture point (MR-READ-2).
+    for (name, lossy) in [
+        ("rc_pingpong_clean.pcap", false),
+        ("write_bw_clean.pcap", false),
+        ("read_bw_clean.pcap", false),
+        ("send_bw_clean.pcap", false),
+        ("atomic_cas_clean.pcap", false),
+        ("atomic_faa_clean.pcap", false),
+        ("write_bw_loss10.pcap", true),
+        ("send_bw_loss10.pcap", true),
+        ("read_bw_loss10.pcap", true),
+        ("rc_pingpong_loss10.pcap", true),
+        ("atomic_cas_loss10.pcap", true),
+        ("atomic_faa_loss10.pcap", true),
+        ("read_bw_loss10_both.pcap", true),
+    ] {
+        let cfg = ConversationConfig {
+            pmtu: Some(1024),
+            lossy,
+            ..ConversationConfig::default()
+        };
+        let found = all_findings(&frames(name), cfg);
+        let departures: Vec<_> = found
+            .iter()
+            .filter(|r| r.finding.severity != Severity::Info)
+            .map(|r| (r.finding.id, r.frames[0]))
+            .collect();
+        let expected: Vec<(&str, u64)> = if name == "read_bw_loss10_both.pcap" {
+            vec![("MR-DUP-4", 132), ("MR-DUP-4", 233), ("MR-DUP-4", 302)]
+        } else {
+            vec![]
+        };
+        assert_eq!(departures, expected, "{name}");
+        assert!(
+            found
+                .iter()
+                .filter(|r| r.finding.severity == Severity::Info)
+                .all(|r| r.finding.id == "MR-READ-2"),
+            "{name}: {found:#?}"
+        );
+    }
 }

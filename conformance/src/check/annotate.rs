@@ -113,9 +113,9 @@ pub fn write_annotated(
     while let Some(frame) = reader.next_frame().map_err(AnnotateError::Read)? {
         if writer.is_none() {
             let linktype = u16::try_from(frame.linktype).unwrap_or(1);
-            let sink = out.take().ok_or_else(|| {
-                AnnotateError::Write(io::Error::other("output already started"))
-            })?;
+            let sink = out
+                .take()
+                .ok_or_else(|| AnnotateError::Write(io::Error::other("output already started")))?;
             writer = Some(
                 PcapNgWriter::new_with_linktype(sink, linktype).map_err(AnnotateError::Write)?,
             );

@@ -27,8 +27,8 @@ mod live;
 
 use crate::capture::CaptureReader;
 use crate::check::{
-    Annotations, Checker, Filter, FrameVerdict, JudgeCounts, Reported, Tally, TimeBound,
-    junit_xml, reported_json, reported_text, summary_text, write_annotated,
+    Annotations, Checker, Filter, FrameVerdict, JudgeCounts, Reported, Tally, TimeBound, junit_xml,
+    reported_json, reported_text, summary_text, write_annotated,
 };
 use crate::exit;
 use clap::{Args, ValueEnum};
