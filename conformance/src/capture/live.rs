@@ -72,7 +72,32 @@ impl LiveCapture {
         })
     }
 
-    /// The next packet, or `Ok(None)` when the timeout passed without one.
+    /// The same capture in non-blocking mode: [`Self::next_frame`] then
+    /// returns `Ok(None)` at once when no packet is waiting. (On Linux, a
+    /// blocking capture in immediate mode may wait for a packet past its
+    /// timeout on a silent link; a caller that must notice time passing
+    /// polls instead.)
+    pub fn nonblocking(self) -> Result<Self, LiveError> {
+        let LiveCapture {
+            interface,
+            capture,
+            linktype,
+            number,
+        } = self;
+        let capture = capture.setnonblock().map_err(|e| LiveError {
+            interface: interface.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(LiveCapture {
+            interface,
+            capture,
+            linktype,
+            number,
+        })
+    }
+
+    /// The next packet, or `Ok(None)` when the timeout passed without one
+    /// (at once in non-blocking mode).
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, LiveError> {
         match self.capture.next_packet() {
             Ok(packet) => {

@@ -15,9 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long one wait for a packet lasts, so that Ctrl-C and the duration
-/// are noticed.
+/// libpcap's read timeout (packets are delivered at once: immediate mode).
 const POLL_MS: i32 = 100;
+
+/// How long to sleep when no packet is waiting, so that Ctrl-C and the
+/// duration are noticed without spinning.
+const IDLE_SLEEP: Duration = Duration::from_millis(2);
 
 /// The BPF filter for the RoCE ports.
 fn bpf(ports: &[u16]) -> String {
@@ -36,7 +39,9 @@ pub(super) fn run(args: &CheckArgs, iface: &str) -> u8 {
         eprintln!("metaroce check: --annotate needs a capture file, not --live");
         return exit::BAD_INPUT;
     }
-    let mut capture = match LiveCapture::open(iface, &bpf(&args.ports), POLL_MS) {
+    let opened =
+        LiveCapture::open(iface, &bpf(&args.ports), POLL_MS).and_then(LiveCapture::nonblocking);
+    let mut capture = match opened {
         Ok(c) => c,
         Err(e) => {
             eprintln!("metaroce check: {e}");
@@ -64,7 +69,10 @@ pub(super) fn run(args: &CheckArgs, iface: &str) -> u8 {
     while !stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
         let frame = match capture.next_frame() {
             Ok(Some(f)) => f,
-            Ok(None) => continue,
+            Ok(None) => {
+                std::thread::sleep(IDLE_SLEEP);
+                continue;
+            }
             Err(e) => {
                 eprintln!("metaroce check: {e}");
                 return exit::ERROR;
