@@ -40,6 +40,9 @@ use metaroce_spec::validate::{Context, PMTU_VALUES};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+/// The capture reader's buffer.
+const READ_BUFFER: usize = 1 << 20;
+
 /// Files at least this large get a progress bar (when stderr is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 
@@ -296,7 +299,11 @@ pub fn run(args: &CheckArgs) -> u8 {
         return exit::BAD_INPUT;
     };
     let mut checker = args.checker();
-    let mut reader = match CaptureReader::open(file) {
+    // 1 MiB reads: a quarter of the system calls of the default buffer.
+    let opened = std::fs::File::open(file)
+        .map_err(crate::capture::CaptureError::from)
+        .and_then(|f| CaptureReader::with_capacity(f, READ_BUFFER));
+    let mut reader = match opened {
         Ok(reader) => reader,
         Err(e) => return super::bad_input("check", file, &e),
     };

@@ -91,21 +91,25 @@ struct Alt {
 }
 
 impl Alt {
-    fn of(state: ResponderState, outcomes: &Outcomes, out: &mut Vec<Alt>) {
+    fn of(state: ResponderState, outcomes: Outcomes, out: &mut Vec<Alt>) {
         let at = out.len();
-        for alt in &outcomes.alternatives {
+        let Outcomes {
+            required,
+            optional,
+            alternatives,
+        } = outcomes;
+        for alt in alternatives {
             Alt::of(state.clone(), alt, out);
         }
         let mut sends = Vec::new();
-        let listed = outcomes
-            .required
-            .iter()
+        let listed = required
+            .into_iter()
             .map(|c| (c, true))
-            .chain(outcomes.optional.iter().map(|c| (c, false)));
+            .chain(optional.into_iter().map(|c| (c, false)));
         for (cited, required) in listed {
-            if let Effect::Send(spec) = &cited.value {
+            if let Effect::Send(spec) = cited.value {
                 sends.push(Expect {
-                    spec: spec.clone(),
+                    spec,
                     reqs: cited.reqs,
                     required,
                     got: None,
@@ -154,7 +158,7 @@ impl Entry {
     fn new(req: Stored, branches: Vec<Branch>) -> Self {
         let mut alts = Vec::new();
         for b in branches {
-            Alt::of(b.state, &b.outcomes, &mut alts);
+            Alt::of(b.state, b.outcomes, &mut alts);
         }
         let mut e = Entry {
             req,
@@ -329,16 +333,28 @@ impl ResponderSide {
             self.skipped_requests += 1;
             return;
         };
-        let entry = Entry::new(
-            Stored {
-                frame,
-                timestamp_ns,
-                bth: pkt.bth,
-                ext: pkt.ext,
-                payload_len: pkt.payload.len(),
-            },
-            st.branches(pkt),
-        );
+        let stored = Stored {
+            frame,
+            timestamp_ns,
+            bth: pkt.bth,
+            ext: pkt.ext,
+            payload_len: pkt.payload.len(),
+        };
+        // The commonest packet (a Middle continuing a known message) without
+        // the whole model: the same single branch, built directly.
+        let branches = match st.continuation(pkt) {
+            Some((next, ack)) => vec![Branch {
+                state: next,
+                outcomes: Outcomes::none().allow(&["MR-ACK-5"], Effect::Send(ack)),
+            }],
+            None => st.branches(pkt),
+        };
+        let entry = Entry::new(stored, branches);
+        self.push(entry, out);
+    }
+
+    /// Queues a request, retiring the oldest beyond [`MAX_PENDING`].
+    fn push(&mut self, entry: Entry, out: &mut Out) {
         self.state = Some(entry.state().clone());
         self.pending.push_back(entry);
         if self.pending.len() > MAX_PENDING

@@ -422,3 +422,18 @@ fn lossy_stream_gap_mr_psn_3_not_reported() {
         vec![]
     );
 }
+
+/// A capture of one direction never acknowledges anything: the judge keeps
+/// at most MAX_SENT unacknowledged packets, and still judges new ones
+/// (MR-PSN-3 on a skipped PSN).
+#[test]
+fn unacknowledged_packets_kept_are_bounded() {
+    use metaroce_spec::model::requester::judge::MAX_SENT;
+    let mut j = judge(Some(1024));
+    let pkts = sends(MAX_SENT as u32 + 100);
+    assert_eq!(feed(&mut j, &pkts), vec![]);
+    assert!(j.unacknowledged() <= MAX_SENT, "{}", j.unacknowledged());
+    let mut skipped = sends(MAX_SENT as u32 + 102).pop().unwrap();
+    skipped.bth.ack_req = true;
+    assert_eq!(ids(&feed(&mut j, &[skipped])), vec!["MR-PSN-3"]);
+}

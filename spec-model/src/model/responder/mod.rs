@@ -21,6 +21,7 @@
 
 mod ack;
 pub mod config;
+mod continuation;
 mod dup;
 mod gate;
 pub mod memory;

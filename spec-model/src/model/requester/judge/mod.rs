@@ -29,6 +29,14 @@ use metaroce_codec::ext::{ExtHeaders, SyndromeKind};
 use metaroce_codec::{Opcode, Psn, RocePacket, ServiceClass};
 use std::collections::HashMap;
 
+/// Payload buffers kept for reuse.
+const SPARE_BUFFERS: usize = 64;
+
+/// Most unacknowledged packets kept per QP; beyond, the oldest quarter is
+/// forgotten (a later retransmission of one is not compared with it). A
+/// capture of one direction only never acknowledges anything.
+pub const MAX_SENT: usize = 16_384;
+
 /// What the judge is told about the observed QP; everything else it learns.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JudgeConfig {
@@ -106,6 +114,8 @@ pub struct RequestStreamJudge {
     acked: Option<Psn>,
     last_ack_ns: Option<u64>,
     sent: HashMap<u32, Sent>,
+    /// Payload buffers of acknowledged packets, reused for new ones.
+    spare: Vec<Vec<u8>>,
     msg: Option<Msg>,
     retx: Option<Retx>,
     seq_nak: Option<Psn>,
@@ -130,6 +140,7 @@ impl RequestStreamJudge {
             acked: None,
             last_ack_ns: None,
             sent: HashMap::new(),
+            spare: Vec::new(),
             msg: None,
             retx: None,
             seq_nak: None,
@@ -143,6 +154,11 @@ impl RequestStreamJudge {
     /// The PMTU candidates still consistent with the stream.
     pub fn pmtu_candidates(&self) -> PmtuSet {
         self.pmtu
+    }
+
+    /// Unacknowledged packets kept (the judge's memory; at most [`MAX_SENT`]).
+    pub fn unacknowledged(&self) -> usize {
+        self.sent.len()
     }
 
     /// The PSN the next new request packet should carry, once learnt.
@@ -285,10 +301,15 @@ impl RequestStreamJudge {
             self.seq_nak = None;
         }
         self.repeated_nak = None;
-        self.sent.retain(|&k, s| {
+        let done = self.sent.extract_if(|&k, s| {
             let last = Psn::new(k).add(s.span.max(1) - 1);
-            last.is_after(p)
+            !last.is_after(p)
         });
+        for (_, s) in done {
+            if self.spare.len() < SPARE_BUFFERS {
+                self.spare.push(s.payload);
+            }
+        }
     }
 
     /// A new packet arrives at `psn` while a READ's reservation is unsized or
@@ -325,6 +346,31 @@ impl RequestStreamJudge {
         }
         self.read_unsized = Some((psn, len));
         packet_count(len, self.pmtu.largest())
+    }
+
+    /// A copy of `payload` in a reused buffer.
+    fn keep_payload(&mut self, payload: &[u8]) -> Vec<u8> {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(payload);
+        buf
+    }
+
+    /// Keeps `s` as the transmission of `psn`, forgetting the oldest quarter
+    /// of the unacknowledged packets beyond [`MAX_SENT`].
+    fn keep_sent(&mut self, psn: Psn, s: Sent) {
+        if self.sent.len() >= MAX_SENT {
+            let newest = self.next_psn.unwrap_or(psn);
+            let mut ages: Vec<u32> = self
+                .sent
+                .keys()
+                .map(|&k| newest.distance(Psn::new(k)))
+                .collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() - MAX_SENT / 4];
+            self.sent.retain(|&k, _| newest.distance(Psn::new(k)) < cut);
+        }
+        self.sent.insert(psn.value(), s);
     }
 
     /// The `Sent` entry whose block holds `psn`.

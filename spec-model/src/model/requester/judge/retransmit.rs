@@ -263,13 +263,14 @@ impl RequestStreamJudge {
             }
             _ => 1,
         };
-        self.sent.insert(
-            pkt.bth.psn.value(),
+        let payload = self.keep_payload(pkt.payload);
+        self.keep_sent(
+            pkt.bth.psn,
             Sent {
                 opcode: pkt.bth.opcode,
                 se: pkt.bth.se,
                 ext: pkt.ext,
-                payload: pkt.payload.to_vec(),
+                payload,
                 span,
                 last_tx_ns: now_ns,
             },

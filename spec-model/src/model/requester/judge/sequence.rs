@@ -33,13 +33,14 @@ impl RequestStreamJudge {
             }
         }
         let span = self.check_packet(pkt, first, f);
-        self.sent.insert(
-            psn.value(),
+        let payload = self.keep_payload(pkt.payload);
+        self.keep_sent(
+            psn,
             Sent {
                 opcode: pkt.bth.opcode,
                 se: pkt.bth.se,
                 ext: pkt.ext,
-                payload: pkt.payload.to_vec(),
+                payload,
                 span,
                 last_tx_ns: now_ns,
             },
