@@ -2,13 +2,26 @@
 //! (`conformance/bench/check_speed.sh`): loads every frame of a capture into
 //! memory (not timed), then times `crc32fast::hash` over each frame's bytes,
 //! one hash per frame as an ICRC check does, `REPS` times (default 1).
-//! Prints one line per pass: `crc32fast FRAMES BYTES SECONDS`.
+//! Prints one line per pass: `crc32fast FRAMES BYTES SECONDS CRC CPU_SECONDS`
+//! (elapsed time, then the thread's CPU time from `/proc/thread-self/schedstat`,
+//! which a shared machine's preemption does not inflate; `-` where it is
+//! not available).
 //!
 //! `cargo run --release -p metaroce-conformance --example crc_baseline -- FILE [REPS]`
 
 use metaroce_conformance::capture::CaptureReader;
 use std::process::ExitCode;
 use std::time::Instant;
+
+/// This thread's time on a CPU so far, in ns (Linux).
+fn cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -41,6 +54,7 @@ fn main() -> ExitCode {
         }
     }
     for _ in 0..reps {
+        let cpu_start = cpu_ns();
         let start = Instant::now();
         let mut acc = 0u32;
         let mut from = 0;
@@ -49,8 +63,12 @@ fn main() -> ExitCode {
             from = end;
         }
         let secs = start.elapsed().as_secs_f64();
+        let cpu = match (cpu_start, cpu_ns()) {
+            (Some(a), Some(b)) => format!("{:.6}", b.saturating_sub(a) as f64 / 1e9),
+            _ => "-".to_string(),
+        };
         println!(
-            "crc32fast {} {} {secs:.6} {acc:08x}",
+            "crc32fast {} {} {secs:.6} {acc:08x} {cpu}",
             ends.len(),
             bytes.len()
         );
