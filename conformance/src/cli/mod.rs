@@ -20,7 +20,7 @@ pub struct Cli {
 pub enum Command {
     /// Decode every frame of a pcap or pcapng capture, like `tshark -V`, or as JSON lines.
     Decode(decode::DecodeArgs),
-    /// Check every frame of a capture against the per-packet requirements of SPEC.md.
+    /// Check a capture (or a live link) against SPEC.md: every packet and every conversation.
     Check(check::CheckArgs),
     /// Questions about the specification (SPEC.md).
     #[command(subcommand)]
