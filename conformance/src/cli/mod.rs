@@ -2,7 +2,9 @@
 
 mod check;
 mod decode;
+pub mod run;
 mod spec;
+mod vectors;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +24,11 @@ pub enum Command {
     Decode(decode::DecodeArgs),
     /// Check every frame of a capture against the per-packet requirements of SPEC.md.
     Check(check::CheckArgs),
+    /// Run the conformance suite against an implementation under test (default: the built-in reference transport).
+    Run(Box<run::RunArgs>),
+    /// The vector format: its JSON Schema, checking files, opcode names.
+    #[command(subcommand)]
+    Vectors(vectors::VectorsCommand),
     /// Questions about the specification (SPEC.md).
     #[command(subcommand)]
     Spec(spec::SpecCommand),
@@ -46,6 +53,8 @@ pub fn run() -> u8 {
         Command::Decode(args) => decode::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Spec(command) => spec::run(&command),
+        Command::Run(args) => run::run(&args),
+        Command::Vectors(command) => vectors::run(&command),
     }
 }
 
