@@ -125,8 +125,18 @@ pub fn open_iut(
                 .map(|r| Box::new(r) as Box<dyn Iut>)
                 .map_err(|e| e.0)
         }
+        #[cfg(feature = "libpcap")]
+        IutSpec::Pcap { iface } => {
+            let agent = agent.ok_or("--iut pcap:IFACE needs --agent HOST:PORT")?;
+            let mac = mac.map(parse_mac).transpose()?;
+            crate::run::iut::pcap::Pcap::open(iface, agent, mac, ip)
+                .map(|r| Box::new(r) as Box<dyn Iut>)
+                .map_err(|e| e.0)
+        }
+        #[cfg(not(feature = "libpcap"))]
         IutSpec::Pcap { iface } => Err(format!(
-            "pcap:{iface}: libpcap injection is not built yet; use raw:{iface}"
+            "pcap:{iface}: this metaroce was built without the `libpcap` feature \
+             (cargo build --features libpcap); raw:{iface} reaches the same link"
         )),
     }
 }
@@ -251,7 +261,10 @@ fn write_reports(
             .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if let Some(p) = pick(&args.html, "report.html") {
-        let _ = p;
+        let listed = std::fs::read_to_string(root.join("UNOBSERVABLE.md")).unwrap_or_default();
+        let html =
+            report::html::report_html(result, &digests, &report::html::unobservable(&listed));
+        write(&p, html.as_bytes())?;
     }
     Ok(())
 }

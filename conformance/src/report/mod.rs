@@ -3,6 +3,7 @@
 //! report, and a pcapng of every test's traffic with per-packet comments.
 
 pub mod digest;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod pcapng;

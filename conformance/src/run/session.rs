@@ -698,7 +698,15 @@ impl Test<'_> {
     }
 
     fn expect_none(&mut self, e: &ExpectNoneStep) -> Result<(), Stop> {
-        let deadline = self.deadline(e.within_us);
+        // On a live IUT the margin shortens a quiet window (a packet just
+        // after it may be late only because of the test bed), where it
+        // lengthens a window that waits for a packet.
+        let deadline = self
+            .iut
+            .now_ns()
+            .saturating_add(e.within_us.saturating_mul(1_000))
+            .saturating_sub(self.bed.margin_ns)
+            .max(self.iut.now_ns());
         while let Some((o, view)) = self.next_frame(deadline)? {
             if e.fields.is_empty() || check_fields(&view, &e.fields, self.ctx()).is_ok() {
                 let reason = format!(

@@ -9,6 +9,8 @@
 
 pub mod agent_client;
 pub mod builtin;
+#[cfg(feature = "libpcap")]
+pub mod pcap;
 pub mod raw;
 pub mod spec;
 
