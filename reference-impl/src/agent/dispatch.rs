@@ -10,10 +10,12 @@ use super::encoding::{
 };
 use super::profile::CapabilityProfile;
 use super::protocol::*;
+use crate::mp::config::{ENTROPY_SET_MAX, WINDOW_MAX};
+use crate::qp::state::lookup;
 use crate::{
-    Access, AddressVector, CqHandle, Device, DeviceConfig, MrInfo, PdHandle, QpAttrs, QpInit,
-    QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, VerbsError, WcOpcode, WcStatus,
-    WorkCompletion, WrOp,
+    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MpTuning, MrInfo,
+    PdHandle, QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest,
+    VerbsError, WcOpcode, WcStatus, WorkCompletion, WrOp,
 };
 use core::net::{IpAddr, Ipv4Addr};
 use serde::Serialize;
@@ -91,6 +93,9 @@ struct QpEntry {
     recv_cq: u32,
     sq_sig_all: bool,
     caps: QpCaps,
+    /// `mp_flow_label_entropy` as accepted at INIT to RTR (the device,
+    /// IPv4 only, has no flow label to put it in).
+    mp_flow_label: bool,
 }
 
 /// The agent's state: the device and the handles it has given out.
@@ -486,6 +491,7 @@ impl Agent {
                 recv_cq: r.recv_cq,
                 sq_sig_all: r.sq_sig_all,
                 caps: c,
+                mp_flow_label: false,
             },
         );
         Ok(obj(json!({
@@ -559,10 +565,198 @@ impl Agent {
             StateName::Err => QpState::Err,
         };
         let attrs = self.attrs(&r.attrs)?;
-        self.device
-            .modify_qp(r.qpn, to, &attrs)
-            .map_err(|e| verbs(e, "state"))?;
+        let mp = self.mp_attrs(r.qpn, to, &r.attrs)?;
+        match &mp {
+            Some(mp) => self.device.modify_qp_mp(r.qpn, &attrs, mp),
+            None => self.device.modify_qp(r.qpn, to, &attrs),
+        }
+        .map_err(|e| verbs(e, "state"))?;
+        if mp.is_some()
+            && let Some(e) = self.qps.get_mut(&r.qpn)
+        {
+            e.mp_flow_label = r.attrs.mp_flow_label_entropy == Some(true);
+        }
         Ok(obj(json!({"qpn": r.qpn, "state": r.state})))
+    }
+
+    /// The MP attributes of a `modify_qp` (AGENT.md §6.9, SPEC §7.1):
+    /// `None` for a Base transition, the checked parameters for INIT to RTR
+    /// with `mp: true`, or the rejection. Nothing is clamped (MR-PICS-4).
+    fn mp_attrs(&self, qpn: u32, to: QpState, a: &Attrs) -> Res<Option<MpAttrs>> {
+        let given = a.mp_given();
+        let Some(&first) = given.first() else {
+            return Ok(None);
+        };
+        let p = &self.config.profile;
+        let field = |name: &str| format!("attrs.{name}");
+        if !p.mp {
+            // MR-MPN-6: `mp: true`, or any MP parameter, needs the feature;
+            // `mp: false` alone states what every QP is.
+            let name = if a.mp == Some(true) {
+                Some("mp")
+            } else {
+                given.iter().copied().find(|&n| n != "mp")
+            };
+            if let Some(name) = name {
+                return Err(bad(
+                    ErrorCode::Unsupported,
+                    &field(name),
+                    "MP QPs are not supported (profile mp: false, MR-MPN-6)",
+                ));
+            }
+        }
+        let info = self.device.query_qp(qpn).map_err(|e| verbs(e, "qpn"))?;
+        if info.state != QpState::Init || to != QpState::Rtr {
+            if lookup(info.qp_type, info.state, to).is_none() {
+                return Err(verbs(
+                    VerbsError::InvalidTransition {
+                        from: info.state,
+                        to,
+                    },
+                    "state",
+                ));
+            }
+            // MR-MPN-1: set once, on INIT to RTR; never changed later.
+            return Err(bad(
+                ErrorCode::UnexpectedAttribute,
+                &field(first),
+                format!(
+                    "MP attributes are accepted only on init -> rtr, not {} -> {} \
+                     (MR-MPN-1: mp, mp_window and mp_trim_dscp cannot change later)",
+                    state_name(info.state),
+                    state_name(to)
+                ),
+            ));
+        }
+        if info.qp_type != QpType::Rc {
+            return Err(bad(
+                ErrorCode::UnexpectedAttribute,
+                &field(first),
+                "MP is a mode of RC QPs (SPEC §1.4)",
+            ));
+        }
+        if a.mp != Some(true) {
+            return match given.iter().find(|&&n| n != "mp") {
+                Some(name) => Err(bad(
+                    ErrorCode::UnexpectedAttribute,
+                    &field(name),
+                    "an MP parameter needs mp: true in the same request",
+                )),
+                None => Ok(None), // mp: false: a Base QP (MR-MPN-2)
+            };
+        }
+        let max_n = p.mp_entropy_set_max.clamp(1, ENTROPY_SET_MAX as u32);
+        let n_range = |n: u64, name: &str| {
+            if (1..=u64::from(max_n)).contains(&n) {
+                Ok(())
+            } else {
+                Err(bad(
+                    ErrorCode::OutOfRange,
+                    &field(name),
+                    format!("{n} values; an entropy set has 1..={max_n} (MR-MPS-2)"),
+                ))
+            }
+        };
+        if let Some(n) = a.mp_entropy_set_size {
+            n_range(u64::from(n), "mp_entropy_set_size")?;
+        }
+        let entropy = match &a.mp_entropy_set {
+            Some(values) => {
+                n_range(values.len() as u64, "mp_entropy_set")?;
+                for (i, &v) in values.iter().enumerate() {
+                    let here = field(&format!("mp_entropy_set[{i}]"));
+                    if v < 0xC000 {
+                        return Err(bad(
+                            ErrorCode::OutOfRange,
+                            &here,
+                            format!("{v:#06x} is outside 0xc000..=0xffff (MR-MPS-2)"),
+                        ));
+                    }
+                    if let Some(j) = values[..i].iter().position(|&u| u == v) {
+                        return Err(bad(
+                            ErrorCode::BadValue,
+                            &here,
+                            format!(
+                                "{v:#06x} repeats mp_entropy_set[{j}]; values are distinct (MR-MPS-2)"
+                            ),
+                        ));
+                    }
+                }
+                if let Some(n) = a.mp_entropy_set_size
+                    && n as usize != values.len()
+                {
+                    return Err(bad(
+                        ErrorCode::BadValue,
+                        &field("mp_entropy_set_size"),
+                        format!(
+                            "{n} disagrees with the {} values of mp_entropy_set",
+                            values.len()
+                        ),
+                    ));
+                }
+                MpEntropy::Values(values.clone())
+            }
+            None => MpEntropy::Seeded {
+                // SPEC §7.1 default N = 128, within the declared maximum.
+                n: a.mp_entropy_set_size.unwrap_or(128).min(max_n) as u16,
+                seed: self.entropy_seed(qpn),
+            },
+        };
+        let max_w = p.mp_window_max.min(WINDOW_MAX);
+        let window = a.mp_window.unwrap_or(1024.min(max_w));
+        if !(64..=max_w).contains(&window) {
+            // MR-MPW-4.
+            return Err(bad(
+                ErrorCode::OutOfRange,
+                &field("mp_window"),
+                format!("{window} is outside 64..={max_w} (mp_window_max, MR-MPW-4)"),
+            ));
+        }
+        if let Some(d) = a.mp_trim_dscp {
+            if d > 63 {
+                return Err(bad(
+                    ErrorCode::OutOfRange,
+                    &field("mp_trim_dscp"),
+                    format!("{d} is not a DSCP (0..=63)"),
+                ));
+            }
+            // MR-MPT-9 forbids sending with the trimming DSCP: a path that
+            // asks for it could only be honoured by using another DSCP.
+            if let Some(path) = &a.path
+                && path.traffic_class >> 2 == d
+            {
+                return Err(bad(
+                    ErrorCode::BadValue,
+                    &field("mp_trim_dscp"),
+                    format!(
+                        "{d} is the DSCP of attrs.path.traffic_class, which an MP sender \
+                         never uses with trimming on (MR-MPT-9)"
+                    ),
+                ));
+            }
+        }
+        if a.mp_flow_label_entropy == Some(true) && !(p.ipv6 && p.mp_flow_label_entropy) {
+            return Err(bad(
+                ErrorCode::Unsupported,
+                &field("mp_flow_label_entropy"),
+                "flow-label entropy needs IPv6 (profile ipv6 and mp_flow_label_entropy: false)",
+            ));
+        }
+        Ok(Some(MpAttrs {
+            entropy,
+            window,
+            trim_dscp: a.mp_trim_dscp,
+            tuning: MpTuning::default(),
+        }))
+    }
+
+    /// Seed of an entropy set the agent chooses: a function of the agent's
+    /// seed, its reset generation and the QPN (the values are ports, not
+    /// secrets; `query_qp` reports them).
+    fn entropy_seed(&self, qpn: u32) -> u64 {
+        let mut s = [0u8; 8];
+        s.copy_from_slice(&self.config.seed[..8]);
+        u64::from_le_bytes(s) ^ self.generation.rotate_left(32) ^ u64::from(qpn)
     }
 
     fn query_qp(&self, qpn: u32) -> Res<Map<String, Value>> {
@@ -591,20 +785,46 @@ impl Agent {
                 traffic_class: p.traffic_class,
                 hop_limit: p.hop_limit,
             }),
+            mp: Some(false),
+            ..Attrs::default()
         };
-        Ok(obj(json!({
+        let mp = self.device.query_mp(qpn).map_err(|e| verbs(e, "qpn"))?;
+        let mut attrs = obj(json!(attrs));
+        if let Some(mp) = &mp {
+            // MR-PICS-5: the MP parameters in force, the set as used.
+            let values = match &mp.entropy {
+                MpEntropy::Values(v) => v.clone(),
+                MpEntropy::Seeded { .. } => Vec::new(), // query_mp expands seeds
+            };
+            for (k, v) in [
+                ("mp", json!(true)),
+                ("mp_entropy_set_size", json!(values.len())),
+                ("mp_entropy_set", json!(values)),
+                ("mp_window", json!(mp.window)),
+                ("mp_trim_dscp", json!(mp.trim_dscp)),
+                ("mp_flow_label_entropy", json!(e.mp_flow_label)),
+            ] {
+                attrs.insert(k.into(), v);
+            }
+        }
+        let mut out = obj(json!({
             "qpn": info.qpn,
             "qp_type": type_name(info.qp_type),
             "state": state_name(info.state),
             "attrs": attrs,
-            "udp_src_port": info.udp_src_port,
             "pd": e.pd,
             "send_cq": e.send_cq,
             "recv_cq": e.recv_cq,
             "sq_sig_all": e.sq_sig_all,
             "caps": e.caps,
             "outstanding": {"send": depths.send, "recv": depths.recv},
-        })))
+        }));
+        // An MP QP has no constant source port: it sends from its entropy
+        // set (MR-MPS-1), so the field is absent (AGENT.md §6.10).
+        if mp.is_none() {
+            out.insert("udp_src_port".into(), json!(info.udp_src_port));
+        }
+        Ok(out)
     }
 
     fn destroy_qp(&mut self, qpn: u32) -> Res<Map<String, Value>> {
@@ -787,14 +1007,13 @@ impl Agent {
                 "cnp_sent": c.cnp_sent,
                 "cnp_received": c.cnp_received,
                 "ecn_ce_received": c.ecn_ce_received,
-                // No MP QPs exist in this implementation (profile mp: false).
-                "mp_out_of_window": 0,
-                "mp_trimmed_received": 0,
-                "mp_retx_reorder": 0,
-                "mp_retx_timeout": 0,
-                "mp_retx_trim": 0,
-                "mp_probes_sent": 0,
-                "mp_entropy_retired": 0,
+                "mp_out_of_window": c.mp_out_of_window,
+                "mp_trimmed_received": c.mp_trimmed_received,
+                "mp_retx_reorder": c.mp_retx_reorder,
+                "mp_retx_timeout": c.mp_retx_timeout,
+                "mp_retx_trim": c.mp_retx_trim,
+                "mp_probes_sent": c.mp_probes_sent,
+                "mp_entropy_retired": c.mp_entropy_retired,
             },
             "extra": {
                 "frames_sent": c.frames_sent,
