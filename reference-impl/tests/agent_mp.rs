@@ -2,9 +2,10 @@
 //! §7.1): the capability profile, every acceptance and rejection rule of
 //! the MP attributes of `modify_qp`, the effective values `query_qp`
 //! reports, and two agents whose MP QPs, set up by JSON requests only,
-//! exchange SEND, WRITE and READ with MP opcodes beside a Base QP pair that
-//! keeps RC opcodes. Frames move on virtual time, with timers fired, so
-//! losses can be injected and the MP counters read back through `counters`.
+//! exchange SEND, WRITE, READ and atomics with MP opcodes beside a Base QP
+//! pair that keeps RC opcodes. Frames move on virtual time, with timers
+//! fired, so losses can be injected and the MP counters read back through
+//! `counters`.
 
 mod agent;
 use agent::*;
@@ -755,13 +756,39 @@ fn two_agents_exchange_mp_traffic_beside_a_base_pair() {
         &mut a,
         json!({"op": "post_send", "qpn": ba, "wr_id": 5, "opcode": "send", "sg_list": sge(&sa.mr, 0, 3000)}),
     );
+    // MP atomics on B's word at 50000 (7 + 5, then 12 → 40).
+    ok(
+        &mut b,
+        json!({"op": "write_mr", "mr": sb.mr["mr"], "offset": 50_000, "hex": "0700000000000000"}),
+    );
+    let (word, rkey) = remote(&sb.mr, 50_000);
+    ok(
+        &mut a,
+        json!({"op": "post_send", "qpn": qa, "wr_id": 6, "opcode": "atomic_fetch_and_add", "remote_addr": word,
+               "rkey": rkey, "add": 5, "sg_list": sge(&sa.mr, 50_000, 8)}),
+    );
+    ok(
+        &mut a,
+        json!({"op": "post_send", "qpn": qa, "wr_id": 7, "opcode": "atomic_cmp_and_swp", "remote_addr": word,
+               "rkey": rkey, "compare": 12, "swap": 40, "sg_list": sge(&sa.mr, 50_008, 8)}),
+    );
     let phase2 = run(&mut a, &mut b, 200, &mut no_drop());
     completed_any_order(&mut b, sb.cq, &[4, 70]);
-    let ca = completed_any_order(&mut a, sa.cq, &[5, 60]);
+    let ca = completed_any_order(&mut a, sa.cq, &[5, 6, 7, 60]);
     assert_eq!(
-        (ca[1]["opcode"].clone(), ca[1]["imm"].clone()),
+        (ca[3]["opcode"].clone(), ca[3]["imm"].clone()),
         (json!("recv_rdma_with_imm"), json!(99))
     );
+    let olds = ok(
+        &mut a,
+        json!({"op": "read_mr", "mr": sa.mr["mr"], "offset": 50_000, "length": 16}),
+    );
+    assert_eq!(olds["hex"], "07000000000000000c00000000000000");
+    let word = ok(
+        &mut b,
+        json!({"op": "read_mr", "mr": sb.mr["mr"], "offset": 50_000, "length": 8}),
+    );
+    assert_eq!(word["hex"], "2800000000000000");
     let moved = ok(
         &mut a,
         json!({"op": "read_mr", "mr": sa.mr["mr"], "offset": 30_000, "length": 3000}),
@@ -811,8 +838,9 @@ fn two_agents_exchange_mp_traffic_beside_a_base_pair() {
             panic!("a frame to no QP of this test: {s:?}");
         }
     }
-    // MP SEND, WRITE, WRITE with immediate, READ request and response, ACK.
-    for op in [0xC0, 0xC2, 0xC3, 0xC4, 0xC5, 0xC9] {
+    // MP SEND, WRITE, WRITE with immediate, READ request and response,
+    // Compare-Swap, Fetch-Add, Atomic Acknowledge, ACK.
+    for op in [0xC0, 0xC2, 0xC3, 0xC4, 0xC5, 0xC6, 0xC7, 0xC8, 0xC9] {
         assert!(
             mp_ops.contains(&op),
             "MP opcode {op:#04x} seen: {mp_ops:x?}"

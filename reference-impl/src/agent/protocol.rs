@@ -474,7 +474,8 @@ fn default_hop_limit() -> u8 {
     64
 }
 
-/// QP attributes of SPEC §6.3; absent means "not given".
+/// QP attributes of SPEC §6.3 and the MP parameters of §7.1 (AGENT.md
+/// §6.9); absent means "not given".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)] // the attributes of SPEC §6.3 of the same names
