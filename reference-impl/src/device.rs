@@ -5,7 +5,7 @@
 use crate::counters::Counters;
 use crate::cq::{CqHandle, CqTable, WorkCompletion};
 use crate::error::VerbsError;
-use crate::mp::config::MpAttrs;
+use crate::mp::config::{MpAttrs, MpEntropy};
 use crate::mp::{is_mp_opcode, is_mp_response};
 use crate::mr::{Access, Memory, MrInfo, PdHandle};
 use crate::qp::{Env, Qp, QpAttrs, QpConfig, QpInfo, QpInit, QpState, QpType, QueueDepths};
@@ -264,6 +264,23 @@ impl Device {
             .get(&qpn)
             .map(Qp::is_mp)
             .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
+    /// The effective MP parameters of an MP QP (MR-PICS-5, SPEC §7.1):
+    /// the entropy set actually used (seeded sets expanded to their
+    /// values), the window, the trimming DSCP and the local constants;
+    /// `None` for a QP that is not (or no longer, after RESET) an MP QP.
+    pub fn query_mp(&self, qpn: u32) -> Result<Option<MpAttrs>, VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        Ok(match &qp.transport {
+            crate::qp::Transport::Mp(mp) => Some(MpAttrs {
+                entropy: MpEntropy::Values(mp.cfg.values.clone()),
+                window: mp.cfg.window,
+                trim_dscp: mp.cfg.trim_dscp,
+                tuning: mp.cfg.tuning,
+            }),
+            _ => None,
+        })
     }
 
     /// The QP's state and effective attributes (MR-PICS-5).

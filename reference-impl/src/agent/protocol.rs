@@ -474,7 +474,8 @@ fn default_hop_limit() -> u8 {
     64
 }
 
-/// QP attributes of SPEC §6.3; absent means "not given".
+/// QP attributes of SPEC §6.3 and the MP parameters of §7.1 (AGENT.md
+/// §6.9); absent means "not given".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)] // the attributes of SPEC §6.3 of the same names
@@ -507,6 +508,47 @@ pub struct Attrs {
     pub max_dest_rd_atomic: Option<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathAttr>,
+    /// `mp` (SPEC §7.1): the QP is an MP QP. INIT to RTR of an RC QP only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp: Option<bool>,
+    /// The distinct UDP source ports (0xC000–0xFFFF) the MP QP sends from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_entropy_set: Option<Vec<u16>>,
+    /// N, the size of the entropy set (the implementation picks the values
+    /// when `mp_entropy_set` is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_entropy_set_size: Option<u32>,
+    /// W, the receive window in PSNs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_window: Option<u32>,
+    /// DSCP that marks trimmed packets; absent or `null`: trimming off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_trim_dscp: Option<u8>,
+    /// Over IPv6, the flow label carries the entropy value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_flow_label_entropy: Option<bool>,
+}
+
+impl Attrs {
+    /// The names of the MP attributes (SPEC §7.1) this request gives, in
+    /// table order.
+    pub fn mp_given(&self) -> Vec<&'static str> {
+        [
+            ("mp", self.mp.is_some()),
+            ("mp_entropy_set", self.mp_entropy_set.is_some()),
+            ("mp_entropy_set_size", self.mp_entropy_set_size.is_some()),
+            ("mp_window", self.mp_window.is_some()),
+            ("mp_trim_dscp", self.mp_trim_dscp.is_some()),
+            (
+                "mp_flow_label_entropy",
+                self.mp_flow_label_entropy.is_some(),
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| name)
+        .collect()
+    }
 }
 
 /// `modify_qp`.

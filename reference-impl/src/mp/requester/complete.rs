@@ -3,7 +3,7 @@
 
 use super::MpRequester;
 use crate::cq::WcStatus;
-use crate::mp::loss::{UnitState, by_reorder};
+use crate::mp::loss::{LossRule, UnitState, by_reorder};
 use crate::mp::rtt::sample_from_echo;
 use crate::qp::{Env, QpConfig};
 use crate::rx::RxPacket;
@@ -87,7 +87,7 @@ impl MpRequester {
                 // MR-MPL-3: rule (a).
                 let lost = by_reorder(self.units.iter_mut(), &mut acked.seqs, self.k);
                 for key in lost {
-                    self.deem_lost(key, true, now, env);
+                    self.deem_lost(key, LossRule::Reorder, now, env);
                 }
                 if acked.bytes > 0 {
                     // MR-MPC-2, MR-MPC-9.
@@ -118,7 +118,7 @@ impl MpRequester {
                         .get(&b)
                         .is_some_and(|u| u.state == UnitState::InFlight)
                 {
-                    self.deem_lost(b, false, now, env);
+                    self.deem_lost(b, LossRule::Trim, now, env);
                 }
             }
             _ => {

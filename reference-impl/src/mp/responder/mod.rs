@@ -180,6 +180,7 @@ impl MpResponder {
         }
         let class = self.map.classify(pkt.bth.psn);
         if pkt.trimmed {
+            env.counters.mp_trimmed_received += 1;
             // MR-MPT-2, MR-MPT-5: never placed; NAK 0x65 or a duplicate.
             if let PsnClass::New(idx) = class {
                 return self.push_ack(Trigger {
