@@ -334,6 +334,9 @@ impl Device {
             Decoded::NotRoce => return,
             Decoded::Malformed => {
                 self.counters.malformed_drops += 1;
+                // zoo: wedge-on-bad-padcnt — the device wedges.
+                zoo!(self.config.mutant, WedgeOnBadPadcnt
+                    => self.wedged.0 |= crate::zoo::pad_overrun(frame, &self.parse));
                 return;
             }
             Decoded::Packet(p) => p,
@@ -357,7 +360,8 @@ impl Device {
             return;
         };
         // zoo: wedge-on-unknown-opcode — a wedged QP takes nothing more.
-        zoo!(self.config.mutant, WedgeOnUnknownOpcode => if self.wedged.1.contains(&dest) { return });
+        zoo!(self.config.mutant, WedgeOnUnknownOpcode
+            => if self.wedged.1.contains(&dest) { return });
         let op = pkt.bth.opcode;
         let Some(layout) = op.layout(Dialect::MetaRoce) else {
             c.malformed_drops += 1; // rows 11, 13 (MR-OPC-2, MR-OPC-4)

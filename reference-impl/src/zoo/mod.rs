@@ -18,7 +18,7 @@
 mod frame;
 mod replay;
 
-pub(crate) use frame::zero_padcnt;
+pub(crate) use frame::{pad_overrun, zero_padcnt};
 pub(crate) use replay::{atomic_again, place_again};
 
 use core::fmt;
@@ -201,8 +201,8 @@ mutants! {
     /// Liveness: the whole device stops after a bad PadCnt.
     WedgeOnBadPadcnt = "wedge-on-bad-padcnt", Base, Responder,
         ["MR-ROB-5", "MR-ROB-6", "MR-ROB-7"],
-        "After a packet dropped for a PadCnt its opcode forbids (§9.2 row 20), the device drops every later packet, for every QP.",
-        "After one READ request with PadCnt 1, a valid SEND to any QP (a sentinel QP included) draws no ACK and no completion.";
+        "After a packet dropped for its PadCnt (more pad than bytes after the headers, or PadCnt on an opcode without payload: §9.2 rows 8 and 20), the device drops every later packet, for every QP.",
+        "After one READ request with PadCnt 1, a valid SEND to any QP (a sentinel QP included) draws no ACK and no completion (correct: the bad packet is dropped, nothing else changes).";
     /// Liveness: a QP stops after a reserved opcode.
     WedgeOnUnknownOpcode = "wedge-on-unknown-opcode", Base, Responder,
         ["MR-OPC-2", "MR-ROB-5"],
@@ -217,7 +217,7 @@ mutants! {
     AckReqNeverOnLast = "ackreq-never-on-last", Base, Requester,
         ["MR-PKT-6"],
         "AckReq is not set in the last or only packet of a SEND or WRITE.",
-        "A SEND Only leaves with AckReq 0; the responder sends no ACK and the SEND completes only after a retry.";
+        "A SEND Only leaves with AckReq 0 and draws no ACK; its retransmissions neither, so alone it ends in RETRY_EXC_ERR instead of SUCCESS.";
     /// The RNR wait is not honoured.
     RnrWaitIgnored = "rnr-wait-ignored", Base, Requester,
         ["MR-RNR-3"],

@@ -177,7 +177,7 @@ pub fn rkey_bounds_off_by_one() {
     guard[0] = 64;
     check(
         Mutant::RkeyBoundsOffByOne,
-        "MR-RSP-6, MR-SEC-4, MR-SEC-5: a WRITE ending one byte past the MR is NAKed 0x62, nothing written",
+        "MR-RSP-6, MR-SEC-4, MR-SEC-5: a WRITE one byte past the MR is NAKed 0x62, nothing written",
         |m| write_into(m, 64, Access::ALL, 1, &data),
         (
             vec![WcStatus::RemAccessErr],
@@ -484,18 +484,21 @@ fn answers_after(m: Option<Mutant>, poison: impl Fn(&Base) -> Vec<u8>) -> (u64, 
 pub fn wedge_on_bad_padcnt() {
     check(
         Mutant::WedgeOnBadPadcnt,
-        "MR-ROB-4, MR-ROB-5, MR-ROB-7: a READ request with PadCnt 1 is dropped with no other effect",
+        "MR-ROB-4, MR-ROB-5, MR-ROB-7: a READ request with PadCnt 1 is dropped, no other effect",
         |m| {
-            answers_after(m, |x| {
+            let read = |x: &Base| {
                 let (ea, eb) = (x.qa[0], x.qb[0]);
-                to_b(Opcode::RC_READ_REQUEST, eb.qpn, ea.psn)
-                    .payload(vec![0; 3])
-                    .pad_count(1)
-                    .build()
-            })
+                to_b(Opcode::RC_READ_REQUEST, eb.qpn, ea.psn).pad_count(1)
+            };
+            (
+                // Row 20: PadCnt on an opcode without payload.
+                answers_after(m, |x| read(x).payload(vec![0; 3]).build()),
+                // Row 8: more pad than bytes (none) after the headers.
+                answers_after(m, |x| read(x).pad_bytes(vec![]).build()),
+            )
         },
-        (1, true, true),
-        (1, false, false),
+        ((1, true, true), (1, true, true)),
+        ((1, false, false), (1, false, false)),
     );
 }
 
