@@ -402,3 +402,102 @@ impl Memory {
         Ok(())
     }
 }
+
+/// Weakened remote access for the bug zoo (`rkey-bounds-off-by-one`,
+/// `write-access-unchecked`, `read-leak`). A range may run `slack` bytes
+/// past the region's end; those bytes are the *adjacent memory*: the
+/// regions registered after this one, in registration order, end to end
+/// (this model keeps no other memory; a real device would touch whatever
+/// follows the buffer). Past the last region, writes are lost and reads
+/// give zeros.
+#[cfg(feature = "zoo")]
+impl Memory {
+    /// A remote write checked for key, protection domain, the right `need`
+    /// and a range ending at most `slack` bytes past the region.
+    pub(crate) fn zoo_remote_write(
+        &mut self,
+        pd: PdHandle,
+        rkey: u32,
+        va: u64,
+        data: &[u8],
+        need: Access,
+        slack: u64,
+    ) -> Result<(), MemFault> {
+        let (index, region) = self.remote_region(pd, rkey, need)?;
+        let (start, inside, mut skip) = zoo_split(&region.info, va, data.len() as u64, slack)?;
+        let (head, mut spill) = data.split_at(inside);
+        if let Some(Some(region)) = self.regions.get_mut(index) {
+            region.bytes[start..start + inside].copy_from_slice(head);
+        }
+        for next in self.regions.iter_mut().skip(index + 1).flatten() {
+            if spill.is_empty() {
+                break;
+            }
+            let bytes = &mut next.bytes;
+            if skip >= bytes.len() {
+                skip -= bytes.len();
+                continue;
+            }
+            let take = (bytes.len() - skip).min(spill.len());
+            bytes[skip..skip + take].copy_from_slice(&spill[..take]);
+            spill = &spill[take..];
+            skip = 0;
+        }
+        Ok(())
+    }
+
+    /// A remote read checked for key, protection domain, remote read and a
+    /// range ending at most `slack` bytes past the region.
+    pub(crate) fn zoo_remote_read(
+        &self,
+        pd: PdHandle,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        slack: u64,
+    ) -> Result<Vec<u8>, MemFault> {
+        let (index, region) = self.remote_region(pd, rkey, Access::REMOTE_READ)?;
+        let (start, inside, mut skip) = zoo_split(&region.info, va, len, slack)?;
+        let mut out = region.bytes[start..start + inside].to_vec();
+        let want = usize::try_from(len).map_err(|_| MemFault::Range)?;
+        for next in self.regions.iter().skip(index + 1).flatten() {
+            if out.len() == want {
+                break;
+            }
+            if skip >= next.bytes.len() {
+                skip -= next.bytes.len();
+                continue;
+            }
+            let take = (next.bytes.len() - skip).min(want - out.len());
+            out.extend_from_slice(&next.bytes[skip..skip + take]);
+            skip = 0;
+        }
+        out.resize(want, 0);
+        Ok(out)
+    }
+}
+
+/// `[va, va + len)` against a region with `slack` bytes of tolerance: the
+/// offset of the first byte inside the region, how many bytes lie inside,
+/// and the offset into the adjacent memory of the first byte past the end.
+#[cfg(feature = "zoo")]
+fn zoo_split(
+    info: &MrInfo,
+    va: u64,
+    len: u64,
+    slack: u64,
+) -> Result<(usize, usize, usize), MemFault> {
+    let start = va.checked_sub(info.addr).ok_or(MemFault::Range)?;
+    let end = start.checked_add(len).ok_or(MemFault::Range)?;
+    if end > info.len.saturating_add(slack) {
+        return Err(MemFault::Range);
+    }
+    let inside = end.min(info.len).saturating_sub(start);
+    let skip = start.saturating_sub(info.len);
+    let to_usize = |v: u64| usize::try_from(v).map_err(|_| MemFault::Range);
+    Ok((
+        to_usize(start.min(info.len))?,
+        to_usize(inside)?,
+        to_usize(skip)?,
+    ))
+}

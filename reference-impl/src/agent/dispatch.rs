@@ -38,11 +38,20 @@ pub struct AgentConfig {
 
 impl AgentConfig {
     /// The reference transport's agent for a device with this configuration.
+    /// A device built with a bug-zoo mutant (feature `zoo`) keeps it
+    /// across `reset`, and `hello` names it in the implementation name.
     pub fn reference(device: DeviceConfig, seed: [u8; 32]) -> Self {
+        #[cfg(feature = "zoo")]
+        let implementation = match device.mutant {
+            Some(m) => format!("metaroce-ref (mutant {m})"),
+            None => "metaroce-ref".into(),
+        };
+        #[cfg(not(feature = "zoo"))]
+        let implementation = "metaroce-ref".into();
         AgentConfig {
             device,
             seed,
-            implementation: "metaroce-ref".into(),
+            implementation,
             version: env!("CARGO_PKG_VERSION").into(),
             profile: CapabilityProfile::reference(&device),
         }

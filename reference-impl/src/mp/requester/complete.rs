@@ -69,7 +69,10 @@ impl MpRequester {
         for key in keys {
             self.ack_unit(key, &mut acked);
         }
-        if matches!(syn, 0x00..=0x1F) || pkt.bth.opcode == Opcode::MP_ATOMIC_ACK {
+        // zoo: mp-go-back-n — the bitmap is ignored.
+        if (matches!(syn, 0x00..=0x1F) || pkt.bth.opcode == Opcode::MP_ATOMIC_ACK)
+            && !zoo!(cfg.mutant, MpGoBackN)
+        {
             self.ack_bitmap(&s, &mut acked);
         }
         if !acked.seqs.is_empty() {

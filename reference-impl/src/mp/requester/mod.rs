@@ -162,7 +162,12 @@ impl MpRequester {
             tx_seq: 0,
             in_flight: 0,
             rd_outstanding: 0,
-            entropy: EntropySet::new(mp.values.clone(), seed),
+            // zoo: mp-single-entropy — a set of one value.
+            entropy: EntropySet::new(
+                zoo!(cfg.mutant, MpSingleEntropy => mp.values.iter().take(1).copied().collect(),
+                    else mp.values.clone()),
+                seed,
+            ),
             probes: Probes::new(t.retire_hold_ns, t.retire_hold_max_ns),
             rtt: RttEstimator::new(t),
             cc: Cwnd::new(t, cfg.pmtu),

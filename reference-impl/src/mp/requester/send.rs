@@ -205,7 +205,8 @@ impl MpRequester {
                 }
             };
             let flight = if w.is_read() { w.len } else { bytes };
-            if !self.cc.allows(self.in_flight, flight) {
+            // zoo: mp-cwnd-ignored
+            if !self.cc.allows(self.in_flight, flight) && !zoo!(cfg.mutant, MpCwndIgnored) {
                 return None; // MR-MPC-1
             }
             let (msn, atomic, is_read) = (w.msn, w.wr.op.is_atomic(), w.is_read());

@@ -229,7 +229,8 @@ fn build(
             if last {
                 out.ext.immdt = imm.map(|value| ImmDtRepr { value });
                 out.ext.ieth = inv.map(|rkey| IethRepr { rkey });
-                out.ack_req = true; // MR-PKT-6
+                // zoo: ackreq-never-on-last
+                out.ack_req = zoo!(cfg.mutant, AckReqNeverOnLast => false, else true); // MR-PKT-6
                 // MR-BTH-7: SE only on the last packet of SEND / WRITE-imm.
                 out.se = w.wr.solicited && (!is_write || imm.is_some());
             }
