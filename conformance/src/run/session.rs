@@ -129,13 +129,20 @@ pub fn missing_capabilities(vector: &Vector, profile: &Map<String, Value>) -> Ve
     if vector.profile == Profile::Mp {
         needs.push("mp");
     }
+    let declared = |k: &str| match profile.get(k) {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_u64() != Some(0),
+        Some(_) => true,
+        None => false,
+    };
+    // `!key`: the test applies only when the profile declares `key` absent
+    // (for requirements on an implementation *without* a feature, such as
+    // MR-CRD-1).
     needs
         .into_iter()
-        .filter(|k| match profile.get(*k) {
-            Some(Value::Bool(b)) => !b,
-            Some(Value::Number(n)) => n.as_u64() == Some(0),
-            Some(_) => false,
-            None => true,
+        .filter(|k| match k.strip_prefix('!') {
+            Some(absent) => declared(absent),
+            None => !declared(k),
         })
         .map(String::from)
         .collect()
@@ -868,10 +875,16 @@ pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResul
         .into(),
         area: TestResult::area_of(&vector.requirements[0]),
         verdict: Verdict::Unsupported,
-        reason: Some(format!(
-            "the capability profile declares {} absent",
-            missing.join(", ")
-        )),
+        reason: Some(
+            missing
+                .iter()
+                .map(|k| match k.strip_prefix('!') {
+                    Some(present) => format!("the capability profile declares {present} present"),
+                    None => format!("the capability profile declares {k} absent"),
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
         failed_requirement: None,
         duration_us: 0,
         steps: Vec::new(),
