@@ -891,3 +891,44 @@ pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResul
         packets: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::missing_capabilities;
+    use crate::vector::model::Vector;
+    use serde_json::{Map, Value, json};
+
+    fn vector(needs: &[&str]) -> Vector {
+        serde_json::from_value(json!({
+            "id": "t", "title": "t", "requirements": ["MR-CRD-1"], "profile": "base",
+            "role": "requester", "needs": needs, "steps": [{"wait": {"within_us": 1}}]
+        }))
+        .expect("a valid vector")
+    }
+
+    fn profile(credits: bool) -> Map<String, Value> {
+        let mut p = Map::new();
+        p.insert("credits".into(), Value::Bool(credits));
+        p.insert("atomics".into(), Value::Bool(true));
+        p
+    }
+
+    #[test]
+    fn negated_need_applies_only_when_the_key_is_false() {
+        assert!(missing_capabilities(&vector(&["!credits"]), &profile(false)).is_empty());
+        assert_eq!(
+            missing_capabilities(&vector(&["!credits"]), &profile(true)),
+            ["!credits"]
+        );
+        assert_eq!(
+            missing_capabilities(&vector(&["credits", "atomics"]), &profile(false)),
+            ["credits"]
+        );
+        // A key the profile does not give counts as absent (false).
+        assert!(missing_capabilities(&vector(&["!flush"]), &profile(true)).is_empty());
+        assert_eq!(
+            missing_capabilities(&vector(&["flush"]), &profile(true)),
+            ["flush"]
+        );
+    }
+}
