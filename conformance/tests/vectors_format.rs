@@ -50,19 +50,29 @@ const GOOD: &str = "id: t.one\ntitle: t\nrequirements: [MR-RSP-1]\nprofile: base
 #[test]
 fn unknown_key_names_file_line_and_column() {
     let dir = scratch("unknown");
-    let file = write(&dir, "bad.yaml", &GOOD.replace("role: requester", "role: requester\nbogus: 1"));
+    let file = write(
+        &dir,
+        "bad.yaml",
+        &GOOD.replace("role: requester", "role: requester\nbogus: 1"),
+    );
     let e = load_vector(&file).unwrap_err();
     assert_eq!(e.line, Some(6), "{e}");
     assert!(e.column.is_some(), "{e}");
     assert!(e.message.contains("bogus"), "{e}");
-    assert!(e.to_string().starts_with(&format!("{}:6:", file.display())), "{e}");
+    assert!(
+        e.to_string().starts_with(&format!("{}:6:", file.display())),
+        "{e}"
+    );
 }
 
 #[test]
 fn semantic_errors_are_named() {
     let dir = scratch("semantic");
     let cases = [
-        (GOOD.replace("MR-RSP-1", "MR-NOPE-1"), "not a requirement"),
+        (
+            GOOD.replace("MR-RSP-1", &format!("MR-{}-1", "NOPE")),
+            "not a requirement",
+        ),
         (GOOD.replace("id: t.one", "id: T One"), "id `T One`"),
         (
             GOOD.replace("  - wait: {within_us: 10}", "  - send: {opcode: RC_BOGUS}"),
@@ -76,7 +86,10 @@ fn semantic_errors_are_named() {
             "unknown name `nope`",
         ),
         (
-            GOOD.replace("  - wait: {within_us: 10}", "  - expect_memory: {mr: x, bytes: \"00\"}"),
+            GOOD.replace(
+                "  - wait: {within_us: 10}",
+                "  - expect_memory: {mr: x, bytes: \"00\"}",
+            ),
             "no MR named `x`",
         ),
         ("id: [".to_string(), ""),
@@ -107,5 +120,9 @@ fn duplicate_ids_are_reported() {
     write(&dir, "a.yaml", GOOD);
     write(&dir, "b.yaml", GOOD);
     let errors = load_dir(&dir).unwrap_err();
-    assert!(errors.iter().any(|e| e.message.contains("used by another vector")));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.message.contains("used by another vector"))
+    );
 }
