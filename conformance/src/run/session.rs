@@ -129,13 +129,20 @@ pub fn missing_capabilities(vector: &Vector, profile: &Map<String, Value>) -> Ve
     if vector.profile == Profile::Mp {
         needs.push("mp");
     }
+    let declared = |k: &str| match profile.get(k) {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_u64() != Some(0),
+        Some(_) => true,
+        None => false,
+    };
+    // `!key`: the test applies only when the profile declares `key` absent
+    // (for requirements on an implementation *without* a feature, such as
+    // MR-CRD-1).
     needs
         .into_iter()
-        .filter(|k| match profile.get(*k) {
-            Some(Value::Bool(b)) => !b,
-            Some(Value::Number(n)) => n.as_u64() == Some(0),
-            Some(_) => false,
-            None => true,
+        .filter(|k| match k.strip_prefix('!') {
+            Some(absent) => declared(absent),
+            None => !declared(k),
         })
         .map(String::from)
         .collect()
@@ -876,13 +883,60 @@ pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResul
         .into(),
         area: TestResult::area_of(&vector.requirements[0]),
         verdict: Verdict::Unsupported,
-        reason: Some(format!(
-            "the capability profile declares {} absent",
-            missing.join(", ")
-        )),
+        reason: Some(
+            missing
+                .iter()
+                .map(|k| match k.strip_prefix('!') {
+                    Some(present) => format!("the capability profile declares {present} present"),
+                    None => format!("the capability profile declares {k} absent"),
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
         failed_requirement: None,
         duration_us: 0,
         steps: Vec::new(),
         packets: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_capabilities;
+    use crate::vector::model::Vector;
+    use serde_json::{Map, Value, json};
+
+    fn vector(needs: &[&str]) -> Vector {
+        serde_json::from_value(json!({
+            "id": "t", "title": "t", "requirements": ["MR-CRD-1"], "profile": "base",
+            "role": "requester", "needs": needs, "steps": [{"wait": {"within_us": 1}}]
+        }))
+        .expect("a valid vector")
+    }
+
+    fn profile(credits: bool) -> Map<String, Value> {
+        let mut p = Map::new();
+        p.insert("credits".into(), Value::Bool(credits));
+        p.insert("atomics".into(), Value::Bool(true));
+        p
+    }
+
+    #[test]
+    fn negated_need_applies_only_when_the_key_is_false() {
+        assert!(missing_capabilities(&vector(&["!credits"]), &profile(false)).is_empty());
+        assert_eq!(
+            missing_capabilities(&vector(&["!credits"]), &profile(true)),
+            ["!credits"]
+        );
+        assert_eq!(
+            missing_capabilities(&vector(&["credits", "atomics"]), &profile(false)),
+            ["credits"]
+        );
+        // A key the profile does not give counts as absent (false).
+        assert!(missing_capabilities(&vector(&["!flush"]), &profile(true)).is_empty());
+        assert_eq!(
+            missing_capabilities(&vector(&["flush"]), &profile(true)),
+            ["flush"]
+        );
     }
 }

@@ -23,7 +23,9 @@ pub struct Vector {
     /// plays the other.
     pub role: Role,
     /// Capability-profile keys (SPEC §2) that must be true for the test to
-    /// apply; when one is false the verdict is UNSUPPORTED.
+    /// apply; when one is false the verdict is UNSUPPORTED. `!key` asks for
+    /// the opposite: the test applies only when `key` is declared false
+    /// (requirements on an implementation without a feature, MR-CRD-1).
     #[serde(default)]
     pub needs: Vec<String>,
     /// Free text: why the test is built this way.
