@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 
 const WHAT: &str = "suite over veth";
 
+/// One case at a time: the interface names are the same in every case.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn skip(why: &str) {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{WHAT} cannot run under CI=true: {why}");
@@ -74,13 +77,25 @@ fn agent_binary() -> Option<PathBuf> {
 
 #[test]
 fn every_vector_passes_over_veth_against_the_reference_agent() {
+    suite_over_veth("raw", "raw");
+}
+
+/// The same through libpcap injection and capture (`--iut pcap:IFACE`).
+#[cfg(feature = "libpcap")]
+#[test]
+fn every_vector_passes_over_veth_through_libpcap() {
+    suite_over_veth("pcap", "pcap");
+}
+
+fn suite_over_veth(case: &str, adapter: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(agent_bin) = agent_binary() else {
         return skip("metaroce-ref is not built (run `cargo test --workspace`)");
     };
     if sh(&["ip", "netns", "list"]).is_err() || !is_root() {
         return skip("needs root and iproute2");
     }
-    let id = format!("mr-suite-{}", std::process::id());
+    let id = format!("mr-suite-{}-{case}", std::process::id());
     let (h, i) = (format!("{id}-h"), format!("{id}-i"));
     let mut bed = Bed {
         namespaces: [h.clone(), i.clone()],
@@ -115,6 +130,8 @@ fn every_vector_passes_over_veth_against_the_reference_agent() {
                 ]);
             }
             sh(&["ip", "-n", ns, "link", "set", data, "address", mac])?;
+            // PMTU 4096 needs jumbo frames: 4096 bytes of payload plus headers.
+            sh(&["ip", "-n", ns, "link", "set", data, "mtu", "9000"])?;
             for dev in [data, ctl, "lo"] {
                 sh(&["ip", "-n", ns, "link", "set", dev, "up"])?;
             }
@@ -176,7 +193,7 @@ fn every_vector_passes_over_veth_against_the_reference_agent() {
         ])
         .args([
             "--iut",
-            "raw:data0",
+            &format!("{adapter}:data0"),
             "--agent",
             "192.168.231.2:7471",
             "--ip",

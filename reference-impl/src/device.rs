@@ -152,6 +152,18 @@ impl Device {
         self.mem.read(lkey, addr, len)
     }
 
+    /// Surrounds a region with `len` canary bytes of value `fill` on each
+    /// side: memory outside the region that the harness checks is never
+    /// touched (MR-SEC-4; the agent's `canary_len`).
+    pub fn set_mr_canary(&mut self, lkey: u32, len: usize, fill: u8) -> Result<(), VerbsError> {
+        self.mem.set_canary(lkey, len, fill)
+    }
+
+    /// The canary bytes before and after a region.
+    pub fn mr_canary(&self, lkey: u32) -> Result<(&[u8], &[u8]), VerbsError> {
+        self.mem.canary(lkey)
+    }
+
     /// Writes bytes of a region (application or agent access).
     pub fn write_mr(&mut self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
         self.mem.write(lkey, addr, data)

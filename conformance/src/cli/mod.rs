@@ -5,6 +5,7 @@ mod decode;
 pub mod run;
 mod spec;
 mod vectors;
+pub mod zoo;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +30,8 @@ pub enum Command {
     /// The vector format: its JSON Schema, checking files, opcode names.
     #[command(subcommand)]
     Vectors(vectors::VectorsCommand),
+    /// Run the suite against every bug-zoo mutant of the reference transport: which vectors catch which mutant.
+    Zoo(zoo::ZooArgs),
     /// Questions about the specification (SPEC.md).
     #[command(subcommand)]
     Spec(spec::SpecCommand),
@@ -55,6 +58,7 @@ pub fn run() -> u8 {
         Command::Spec(command) => spec::run(&command),
         Command::Run(args) => run::run(&args),
         Command::Vectors(command) => vectors::run(&command),
+        Command::Zoo(args) => zoo::run(&args),
     }
 }
 

@@ -92,7 +92,7 @@ pub fn planned(set: &VectorSet, options: &RunOptions) -> usize {
 }
 
 /// Asks the agent who it is and what it declares.
-fn hello(iut: &mut dyn Iut) -> Result<(String, Map<String, Value>, Endpoint), IutError> {
+fn hello(iut: &mut dyn Iut) -> Result<(String, Map<String, Value>, Endpoint, bool), IutError> {
     let reply = iut.agent(json!({"op": "hello", "v": 1, "client": "metaroce run"}))?;
     let endpoint = hello_endpoint(&reply)?;
     let map = reply
@@ -114,7 +114,11 @@ fn hello(iut: &mut dyn Iut) -> Result<(String, Map<String, Value>, Endpoint), Iu
         .and_then(Value::as_object)
         .cloned()
         .ok_or_else(|| IutError("hello: no profile in the reply".into()))?;
-    Ok((implementation, profile, endpoint))
+    let canaries = map
+        .get("ops")
+        .and_then(Value::as_array)
+        .is_some_and(|ops| ops.iter().any(|o| o == "read_canary"));
+    Ok((implementation, profile, endpoint, canaries))
 }
 
 /// The data-plane addresses in a `hello` reply.
@@ -152,7 +156,7 @@ pub fn run_suite(
     progress: &mut dyn FnMut(usize, usize, &TestResult),
 ) -> Result<SuiteResult, IutError> {
     let started = Instant::now();
-    let (implementation, mut profile, iut_addr) = hello(iut)?;
+    let (implementation, mut profile, iut_addr, canaries) = hello(iut)?;
     for (k, v) in &options.profile_override {
         profile.insert(k.clone(), v.clone());
     }
@@ -182,6 +186,7 @@ pub fn run_suite(
         progress(tests.len(), total, &tests[tests.len() - 1]);
         let _ = i;
     }
+    let mut stale_qpns = std::collections::BTreeSet::new();
     for (i, loaded) in set.tests.iter().enumerate() {
         let v = &loaded.vector;
         if !selected(&v.id, &options.filters) {
@@ -189,13 +194,19 @@ pub fn run_suite(
         }
         let missing = missing_capabilities(v, &profile);
         let mut result = if missing.is_empty() {
+            let seed = options.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let bed = TestBed {
                 profile: profile.clone(),
                 iut: iut_addr,
                 margin_ns,
-                seed: options.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                seed,
+                canaries,
+                stale_qpns: stale_qpns.clone(),
             };
-            run_test(iut, &bed, v, &rel(&loaded.file))
+            let result = run_test(iut, &bed, v, &rel(&loaded.file));
+            let h = session::harness_qpn(seed);
+            stale_qpns.extend([h, h + 1]);
+            result
         } else {
             session::unsupported(v, &rel(&loaded.file), &missing)
         };

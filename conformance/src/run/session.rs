@@ -44,7 +44,18 @@ pub struct TestBed {
     pub margin_ns: u64,
     /// Seed of this test's random choices (harness QPN, PSNs).
     pub seed: u64,
+    /// The agent places canary bytes around MRs (`read_canary` in its ops).
+    pub canaries: bool,
+    /// The harness QPNs of earlier tests: a late packet to one of them is
+    /// ignored (on a live link packets of the previous test may still be in
+    /// flight when the next begins).
+    pub stale_qpns: std::collections::BTreeSet<u32>,
 }
+
+/// Canary bytes on each side of every MR the setup registers.
+pub const CANARY_LEN: u64 = 64;
+/// Their value.
+pub const CANARY_FILL: u8 = 0xA5;
 
 /// A tiny deterministic generator for the harness's own choices.
 struct SplitMix(u64);
@@ -57,6 +68,11 @@ impl SplitMix {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+}
+
+/// The harness's first QPN in the test with this seed (the second is one more).
+pub fn harness_qpn(seed: u64) -> u32 {
+    ((SplitMix(seed).next() & 0xFF_FFF0) | 0x10) as u32
 }
 
 /// Runs one vector. `file` is how reports name it.
@@ -252,6 +268,9 @@ impl Test<'_> {
             self.run_step(step)?;
         }
         self.step = None;
+        if self.bed.canaries {
+            self.check_canaries()?;
+        }
         // What arrived after the last step is kept in the log, unjudged.
         let rest: Vec<Observed> = self.pending.drain(..).collect();
         for o in rest {
@@ -285,6 +304,10 @@ impl Test<'_> {
         for mr in &v.setup.mrs {
             let mut req = json!({"op": "reg_mr", "pd": pd, "length": mr.length,
                 "access": mr.access, "fill": mr.fill});
+            if self.bed.canaries {
+                req["canary_len"] = CANARY_LEN.into();
+                req["canary_fill"] = CANARY_FILL.into();
+            }
             if let Some(content) = &mr.content {
                 let ctx0 = Context {
                     bindings: bindings.clone(),
@@ -324,7 +347,8 @@ impl Test<'_> {
             }
             mrs.insert(mr.name.clone(), h);
         }
-        let h_qpn = ((rng.next() & 0xFF_FFF0) | 0x10) as u32;
+        let h_qpn = harness_qpn(self.bed.seed);
+        rng.next();
         let rq_psn = q.rq_psn.unwrap_or((rng.next() & 0xFF_FFFF) as u32);
         let sq_psn = q.sq_psn.unwrap_or((rng.next() & 0xFF_FFFF) as u32);
         let udp_sport = 0xC000 | (rng.next() & 0x3FFF) as u16;
@@ -408,6 +432,12 @@ impl Test<'_> {
         bindings.set("pmtu", u64::from(q.pmtu));
         bindings.set("iut.udp_sport", iut_sport);
         let counters = self.read_counters().unwrap_or_default();
+        // Whatever came during setup belongs to no step (late frames of an
+        // earlier test, frames of the reset): logged, not judged.
+        for o in self.iut.drain()? {
+            let note = "during setup: ignored".to_string();
+            self.log(Direction::Received, o.at_ns, &o.bytes, note);
+        }
         self.start_ns = self.iut.now_ns();
         self.ctx = Some(Context {
             bindings,
@@ -628,6 +658,12 @@ impl Test<'_> {
                 );
                 continue;
             }
+            let dest = lookup(&view, "bth.dest_qp").and_then(Value::as_u64);
+            if dest.is_some_and(|q| self.bed.stale_qpns.contains(&(q as u32))) {
+                let note = "late, for an earlier test's QP: ignored".to_string();
+                self.log(Direction::Received, o.at_ns, &o.bytes, note);
+                continue;
+            }
             return Ok(Some((o, view)));
         }
     }
@@ -811,6 +847,57 @@ impl Test<'_> {
                 Err(self.fail(&c.requirement, reason))
             }
         }
+    }
+
+    /// Every MR's canaries must be as the setup left them (MR-SEC-4: no
+    /// byte outside the region is read or written... written, here).
+    fn check_canaries(&mut self) -> Result<(), Stop> {
+        let mrs: Vec<(String, MrHandle)> = self
+            .ctx()
+            .mrs
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        for (name, mr) in mrs {
+            let reply = self
+                .iut
+                .agent(json!({"op": "read_canary", "mr": mr.handle}))?;
+            let map = agent_ok(reply, "read_canary").map_err(Stop::Error)?;
+            for side in ["before", "after"] {
+                let bytes = map
+                    .get(side)
+                    .and_then(Value::as_str)
+                    .map(hex::decode)
+                    .transpose()
+                    .map_err(Stop::Error)?
+                    .unwrap_or_default();
+                if let Some(i) = bytes.iter().position(|&b| b != CANARY_FILL) {
+                    let changed = bytes.iter().filter(|&&b| b != CANARY_FILL).count();
+                    let offset = if side == "before" {
+                        format!("{} bytes before its start", bytes.len() - i)
+                    } else {
+                        format!("{} bytes after its end", i + 1)
+                    };
+                    let reason = format!(
+                        "memory outside MR `{name}` was written: {changed} canary byte(s) {side} it changed, the first {offset} ({:#04x}, was {CANARY_FILL:#04x})",
+                        bytes[i]
+                    );
+                    self.record("canaries", false, reason.clone());
+                    return Err(Stop::Fail {
+                        requirement: "MR-SEC-4".into(),
+                        reason,
+                    });
+                }
+            }
+        }
+        if !self.ctx().mrs.is_empty() {
+            self.record(
+                "canaries",
+                true,
+                format!("{CANARY_LEN} canary bytes on each side of every MR intact"),
+            );
+        }
+        Ok(())
     }
 
     fn expect_memory(&mut self, m: &MemoryStep) -> Result<(), Stop> {

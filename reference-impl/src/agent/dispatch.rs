@@ -177,6 +177,7 @@ impl Agent {
             Op::DeregMr(r) => self.dereg_mr(&r),
             Op::ReadMr(r) => self.read_mr(&r),
             Op::WriteMr(r) => self.write_mr(&r),
+            Op::ReadCanary(r) => self.read_canary(r.mr),
             Op::CreateCq(_) => self.create_cq(),
             Op::CreateQp(r) => self.create_qp(&r),
             Op::ModifyQp(r) => self.modify_qp(&r),
@@ -333,10 +334,25 @@ impl Agent {
                 format!("{} bytes do not fit a region of {}", d.len(), r.length),
             ));
         }
+        let canary = r.canary_len.unwrap_or(0);
+        if canary > MAX_CANARY {
+            return Err(bad(
+                ErrorCode::OutOfRange,
+                "canary_len",
+                format!("{canary} exceeds {MAX_CANARY}"),
+            ));
+        }
         let info = self
             .device
             .reg_mr(PdHandle(r.pd), r.length as usize, access)
             .map_err(|e| verbs(e, "pd"))?;
+        if canary > 0 {
+            let _ = self.device.set_mr_canary(
+                info.lkey,
+                canary as usize,
+                r.canary_fill.unwrap_or(0xA5),
+            );
+        }
         if let Some(fill) = r.fill.filter(|&f| f != 0) {
             let _ = self
                 .device
@@ -410,6 +426,19 @@ impl Agent {
         };
         m.insert(k.into(), Value::String(v));
         Ok(m)
+    }
+
+    fn read_canary(&mut self, mr: u32) -> Res<Map<String, Value>> {
+        let info = self.mr(mr)?;
+        let (before, after) = self
+            .device
+            .mr_canary(info.lkey)
+            .map_err(|e| verbs(e, "mr"))?;
+        Ok(obj(json!({
+            "mr": mr,
+            "before": hex_encode(before),
+            "after": hex_encode(after),
+        })))
     }
 
     fn write_mr(&mut self, r: &WriteMr) -> Res<Map<String, Value>> {

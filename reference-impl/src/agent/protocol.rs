@@ -239,6 +239,7 @@ pub enum Op {
     DeregMr(MrRef),
     ReadMr(ReadMr),
     WriteMr(WriteMr),
+    ReadCanary(MrRef),
     CreateCq(Empty),
     CreateQp(CreateQp),
     ModifyQp(ModifyQp),
@@ -253,13 +254,14 @@ pub enum Op {
 }
 
 /// The names of every operation, as `op` spells them.
-pub const OPS: [&str; 17] = [
+pub const OPS: [&str; 18] = [
     "hello",
     "alloc_pd",
     "reg_mr",
     "dereg_mr",
     "read_mr",
     "write_mr",
+    "read_canary",
     "create_cq",
     "create_qp",
     "modify_qp",
@@ -320,7 +322,16 @@ pub struct RegMr {
     /// Initial bytes from offset 0, base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base64: Option<String>,
+    /// Canary bytes on each side of the region, 0..=[`MAX_CANARY`] (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_len: Option<u64>,
+    /// Value of every canary byte (default 0xA5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_fill: Option<u8>,
 }
+
+/// Most canary bytes on each side of a region.
+pub const MAX_CANARY: u64 = 4096;
 
 /// `dereg_mr`: an MR handle.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -781,6 +792,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (Option<u64>, AgentError)> 
         "reg_mr" => Op::RegMr(fields(rest).map_err(fail)?),
         "dereg_mr" => Op::DeregMr(fields(rest).map_err(fail)?),
         "read_mr" => Op::ReadMr(fields(rest).map_err(fail)?),
+        "read_canary" => Op::ReadCanary(fields(rest).map_err(fail)?),
         "write_mr" => Op::WriteMr(fields(rest).map_err(fail)?),
         "create_cq" => Op::CreateCq(fields(rest).map_err(fail)?),
         "create_qp" => Op::CreateQp(fields(rest).map_err(fail)?),

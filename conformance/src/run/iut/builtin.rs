@@ -35,13 +35,14 @@ impl Builtin {
     /// A fresh reference transport seeded with `seed`, or one of its
     /// bug-zoo variants.
     pub fn new(seed: u64, mutant: Option<&str>) -> Result<Self, IutError> {
-        let device = DeviceConfig::new(IUT.mac, IUT.ip);
+        let mut device = DeviceConfig::new(IUT.mac, IUT.ip);
         let label = match mutant {
             None => "builtin".to_string(),
             Some(name) => {
-                return Err(IutError(format!(
-                    "mutant `{name}`: this build has no bug zoo"
-                )));
+                let m: metaroce_ref::zoo::Mutant =
+                    name.parse().map_err(|e| IutError(format!("{e}")))?;
+                device.mutant = Some(m);
+                format!("builtin:mutant={}", m.name())
             }
         };
         let mut seed_bytes = [0u8; 32];

@@ -93,11 +93,16 @@ impl Iut for Raw {
     }
 
     fn send(&mut self, frame: &[u8]) -> Result<(), IutError> {
+        let errors = self.port.stats().tx_errors;
         self.port.send(frame);
-        match self.port.last_error() {
-            Some(e) if self.port.stats().tx_errors > 0 => Err(IutError(format!("send: {e}"))),
-            _ => Ok(()),
+        if self.port.stats().tx_errors > errors {
+            let why = self.port.last_error().unwrap_or("send failed");
+            return Err(IutError(format!(
+                "{why} ({} bytes; is the link's MTU large enough for the vector's PMTU?)",
+                frame.len()
+            )));
         }
+        Ok(())
     }
 
     fn recv(&mut self, deadline_ns: u64) -> Result<Option<Observed>, IutError> {
