@@ -123,7 +123,9 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
     }
 }
 
-/// The capability keys a vector needs that the profile lacks.
+/// The capability keys a vector needs that the profile lacks. A key written
+/// `!KEY` needs the feature declared absent (false or 0): tests of how an
+/// implementation treats packets of a feature it lacks (MR-PICS-3).
 pub fn missing_capabilities(vector: &Vector, profile: &Map<String, Value>) -> Vec<String> {
     let mut needs: Vec<&str> = vector.needs.iter().map(String::as_str).collect();
     if vector.profile == Profile::Mp {
@@ -131,11 +133,18 @@ pub fn missing_capabilities(vector: &Vector, profile: &Map<String, Value>) -> Ve
     }
     needs
         .into_iter()
-        .filter(|k| match profile.get(*k) {
-            Some(Value::Bool(b)) => !b,
-            Some(Value::Number(n)) => n.as_u64() == Some(0),
-            Some(_) => false,
-            None => true,
+        .filter(|k| {
+            let (key, want) = match k.strip_prefix('!') {
+                Some(key) => (key, false),
+                None => (*k, true),
+            };
+            let declared = match profile.get(key) {
+                Some(Value::Bool(b)) => *b,
+                Some(Value::Number(n)) => n.as_u64() != Some(0),
+                Some(_) => true,
+                None => false,
+            };
+            declared != want
         })
         .map(String::from)
         .collect()
@@ -275,8 +284,25 @@ impl Test<'_> {
         )?;
         let mut mrs = BTreeMap::new();
         let mut bindings = crate::vector::expr::Bindings::default();
+        let mut other_pd = None;
         for mr in &v.setup.mrs {
-            let mut req = json!({"op": "reg_mr", "pd": pd, "length": mr.length,
+            let mr_pd = if mr.other_pd {
+                match other_pd {
+                    Some(p) => p,
+                    None => {
+                        let p = field_u64(
+                            &self.setup_call(json!({"op": "alloc_pd"}), "alloc_pd (second PD)")?,
+                            "pd",
+                            "alloc_pd",
+                        )?;
+                        other_pd = Some(p);
+                        p
+                    }
+                }
+            } else {
+                pd
+            };
+            let mut req = json!({"op": "reg_mr", "pd": mr_pd, "length": mr.length,
                 "access": mr.access, "fill": mr.fill});
             if let Some(content) = &mr.content {
                 let ctx0 = Context {
@@ -585,6 +611,17 @@ impl Test<'_> {
                     }
                 }
             }
+            Step::DeregMr(d) => {
+                let mr = *self
+                    .ctx()
+                    .mrs
+                    .get(&d.mr)
+                    .ok_or_else(|| Stop::Error(format!("no MR `{}`", d.mr)))?;
+                let reply = self.iut.agent(json!({"op": "dereg_mr", "mr": mr.handle}))?;
+                agent_ok(reply, "dereg_mr").map_err(Stop::Inconc)?;
+                self.record("dereg_mr", true, format!("`{}`", d.mr));
+                Ok(())
+            }
             Step::ModifyQp(m) => {
                 let qpn = self.ctx().iut_qpn;
                 let reply = self
@@ -877,8 +914,15 @@ pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResul
         area: TestResult::area_of(&vector.requirements[0]),
         verdict: Verdict::Unsupported,
         reason: Some(format!(
-            "the capability profile declares {} absent",
-            missing.join(", ")
+            "the capability profile declares {}",
+            missing
+                .iter()
+                .map(|k| match k.strip_prefix('!') {
+                    Some(key) => format!("{key} present (the test needs it absent)"),
+                    None => format!("{k} absent"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
         failed_requirement: None,
         duration_us: 0,

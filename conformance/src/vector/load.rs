@@ -398,6 +398,7 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
                 }
             }
             Step::ExpectMemory(m) | Step::WriteMemory(m) => has_mr(&m.mr, &at)?,
+            Step::DeregMr(d) => has_mr(&d.mr, &format!("{at}.dereg_mr"))?,
             Step::ExpectCounters(_)
             | Step::ExpectNoCompletion(_)
             | Step::ModifyQp(_)
