@@ -426,6 +426,8 @@ impl Test<'_> {
         bindings.set("h.qpn2", u64::from(h_qpn + 1));
         bindings.set("pmtu", u64::from(q.pmtu));
         bindings.set("iut.udp_sport", iut_sport);
+        bindings.set("h.ip", u64::from(u32::from(self.iut.harness().ip)));
+        bindings.set("iut.ip", u64::from(u32::from(self.bed.iut.ip)));
         let counters = self.read_counters().unwrap_or_default();
         self.start_ns = self.iut.now_ns();
         self.ctx = Some(Context {

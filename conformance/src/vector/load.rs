@@ -286,6 +286,8 @@ pub const FIXED_NAMES: &[&str] = &[
     "h.qpn2",
     "pmtu",
     "iut.udp_sport",
+    "h.ip",
+    "iut.ip",
 ];
 
 /// Checks what serde cannot: ids, requirement IDs, names used in
