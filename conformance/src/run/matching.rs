@@ -195,7 +195,14 @@ pub fn matches(observed: Option<&Value>, m: &Matcher, ctx: &Context) -> Result<b
                 Matcher::Int(n) => Ok(obs.as_u64() == Some(*n)),
                 Matcher::Text(t) if expr::is_expression(t) => {
                     let want = expr::eval(t, &ctx.bindings).map_err(|e| e.to_string())?;
-                    Ok(obs.as_u64().is_some_and(|o| o == want || wraps(o, want)))
+                    // An IPv4 address (`ip.src`) compares as its 32-bit value
+                    // (`${h.ip}`, `${iut.ip}`).
+                    let o = obs.as_u64().or_else(|| {
+                        obs.as_str()
+                            .and_then(|s| s.parse::<core::net::Ipv4Addr>().ok())
+                            .map(|a| u64::from(u32::from(a)))
+                    });
+                    Ok(o.is_some_and(|o| o == want || wraps(o, want)))
                 }
                 Matcher::Text(t) => Ok(match obs {
                     Value::String(s) => s.eq_ignore_ascii_case(t),

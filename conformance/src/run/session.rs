@@ -139,7 +139,9 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
     }
 }
 
-/// The capability keys a vector needs that the profile lacks.
+/// The capability keys a vector needs that the profile lacks. A key written
+/// `!KEY` needs the feature declared absent (false or 0): tests of how an
+/// implementation treats packets of a feature it lacks (MR-PICS-3).
 pub fn missing_capabilities(vector: &Vector, profile: &Map<String, Value>) -> Vec<String> {
     let mut needs: Vec<&str> = vector.needs.iter().map(String::as_str).collect();
     if vector.profile == Profile::Mp {
@@ -301,8 +303,25 @@ impl Test<'_> {
         )?;
         let mut mrs = BTreeMap::new();
         let mut bindings = crate::vector::expr::Bindings::default();
+        let mut other_pd = None;
         for mr in &v.setup.mrs {
-            let mut req = json!({"op": "reg_mr", "pd": pd, "length": mr.length,
+            let mr_pd = if mr.other_pd {
+                match other_pd {
+                    Some(p) => p,
+                    None => {
+                        let p = field_u64(
+                            &self.setup_call(json!({"op": "alloc_pd"}), "alloc_pd (second PD)")?,
+                            "pd",
+                            "alloc_pd",
+                        )?;
+                        other_pd = Some(p);
+                        p
+                    }
+                }
+            } else {
+                pd
+            };
+            let mut req = json!({"op": "reg_mr", "pd": mr_pd, "length": mr.length,
                 "access": mr.access, "fill": mr.fill});
             if self.bed.canaries {
                 req["canary_len"] = CANARY_LEN.into();
@@ -431,6 +450,8 @@ impl Test<'_> {
         bindings.set("h.qpn2", u64::from(h_qpn + 1));
         bindings.set("pmtu", u64::from(q.pmtu));
         bindings.set("iut.udp_sport", iut_sport);
+        bindings.set("h.ip", u64::from(u32::from(self.iut.harness().ip)));
+        bindings.set("iut.ip", u64::from(u32::from(self.bed.iut.ip)));
         let counters = self.read_counters().unwrap_or_default();
         // Whatever came during setup belongs to no step (late frames of an
         // earlier test, frames of the reset): logged, not judged.
@@ -598,6 +619,16 @@ impl Test<'_> {
                 Ok(())
             }
             Step::ExpectCounters(want) => {
+                // Counters are a SHOULD (MR-ROB-9): an IUT that declares none
+                // still runs the rest of the vector.
+                if self.bed.profile.get("counters") == Some(&Value::Bool(false)) {
+                    self.record(
+                        "expect_counters",
+                        true,
+                        "skipped: the capability profile declares counters absent".into(),
+                    );
+                    return Ok(());
+                }
                 let now = self.read_counters().ok_or_else(|| {
                     Stop::Inconc("expect_counters: the agent reports no counters".into())
                 })?;
@@ -621,6 +652,17 @@ impl Test<'_> {
                         Err(self.fail(&None, reason))
                     }
                 }
+            }
+            Step::DeregMr(d) => {
+                let mr = *self
+                    .ctx()
+                    .mrs
+                    .get(&d.mr)
+                    .ok_or_else(|| Stop::Error(format!("no MR `{}`", d.mr)))?;
+                let reply = self.iut.agent(json!({"op": "dereg_mr", "mr": mr.handle}))?;
+                agent_ok(reply, "dereg_mr").map_err(Stop::Inconc)?;
+                self.record("dereg_mr", true, format!("`{}`", d.mr));
+                Ok(())
             }
             Step::ModifyQp(m) => {
                 let qpn = self.ctx().iut_qpn;

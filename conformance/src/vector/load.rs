@@ -286,6 +286,8 @@ pub const FIXED_NAMES: &[&str] = &[
     "h.qpn2",
     "pmtu",
     "iut.udp_sport",
+    "h.ip",
+    "iut.ip",
 ];
 
 /// Checks what serde cannot: ids, requirement IDs, names used in
@@ -398,6 +400,7 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
                 }
             }
             Step::ExpectMemory(m) | Step::WriteMemory(m) => has_mr(&m.mr, &at)?,
+            Step::DeregMr(d) => has_mr(&d.mr, &format!("{at}.dereg_mr"))?,
             Step::ExpectCounters(_)
             | Step::ExpectNoCompletion(_)
             | Step::ModifyQp(_)

@@ -223,6 +223,10 @@ pub struct MrSetup {
     /// Initial content from offset 0, after `fill`.
     #[serde(default)]
     pub content: Option<Bytes>,
+    /// Register the MR in a second protection domain, not the QP's (to test
+    /// that an R_Key of another PD is refused, MR-SEC-7).
+    #[serde(default)]
+    pub other_pd: bool,
 }
 
 /// A receive posted during setup.
@@ -316,6 +320,9 @@ pub enum Step {
     ExpectCounters(BTreeMap<String, Matcher>),
     /// Move the QP under test to another state (`err`, ...).
     ModifyQp(ModifyQpStep),
+    /// Deregister an MR of the setup (agent `dereg_mr`); its name stays
+    /// bound, so later packets can name its old R_Key (MR-SEC-8).
+    DeregMr(DeregMrStep),
     /// Let time pass, collecting what the IUT sends (checked by later steps).
     Wait(WindowStep),
 }
@@ -578,6 +585,14 @@ pub struct MemoryStep {
     /// The requirement this expectation checks, if narrower than the vector's.
     #[serde(default)]
     pub requirement: Option<String>,
+}
+
+/// An MR to deregister.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeregMrStep {
+    /// The MR's name.
+    pub mr: String,
 }
 
 /// A QP state change.

@@ -219,6 +219,7 @@ fn build(
             };
             let opcode = opcode_for(is_write, first, last, imm.is_some(), inv.is_some());
             let mut out = Out::new(opcode, w.first.add(k).value());
+            out.ect = true; // MR-ENC-20, as READ requests and atomics
             if first && let Some(remote) = remote {
                 out.ext.reth = Some(RethRepr {
                     va: remote.va,
