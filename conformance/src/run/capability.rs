@@ -152,6 +152,7 @@ pub fn calibrate(iut: &mut dyn Iut) -> Result<Calibration, IutError> {
         seed: 0xCA11_B8A7,
         canaries: false,
         stale_qpns: Default::default(),
+        harness_qpn: 0xCA11B0,
     };
     let result = run_test(iut, &bed, &vector, "<calibration>");
     if result.verdict != Verdict::Pass {

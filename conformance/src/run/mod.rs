@@ -202,10 +202,10 @@ pub fn run_suite(
                 seed,
                 canaries,
                 stale_qpns: stale_qpns.clone(),
+                harness_qpn: session::harness_qpn(seed, &stale_qpns),
             };
             let result = run_test(iut, &bed, v, &rel(&loaded.file));
-            let h = session::harness_qpn(seed);
-            stale_qpns.extend([h, h + 1]);
+            stale_qpns.extend([bed.harness_qpn, bed.harness_qpn + 1]);
             result
         } else {
             session::unsupported(v, &rel(&loaded.file), &missing)

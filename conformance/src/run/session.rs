@@ -50,6 +50,9 @@ pub struct TestBed {
     /// ignored (on a live link packets of the previous test may still be in
     /// flight when the next begins).
     pub stale_qpns: std::collections::BTreeSet<u32>,
+    /// The harness's first QPN in this test (the second is one more): the
+    /// IUT's `dest_qpn`. Distinct from every earlier test's.
+    pub harness_qpn: u32,
 }
 
 /// Canary bytes on each side of every MR the setup registers.
@@ -70,9 +73,16 @@ impl SplitMix {
     }
 }
 
-/// The harness's first QPN in the test with this seed (the second is one more).
-pub fn harness_qpn(seed: u64) -> u32 {
-    ((SplitMix(seed).next() & 0xFF_FFF0) | 0x10) as u32
+/// A harness QPN for a test with this seed that none of `stale` uses (nor
+/// its successor, the second QP's).
+pub fn harness_qpn(seed: u64, stale: &std::collections::BTreeSet<u32>) -> u32 {
+    let mut rng = SplitMix(seed ^ 0x5EED_0F0F_4A55_0001);
+    loop {
+        let q = ((rng.next() & 0xFF_FFFE) | 0x10) as u32;
+        if !stale.contains(&q) && !stale.contains(&(q + 1)) {
+            return q;
+        }
+    }
 }
 
 /// Runs one vector. `file` is how reports name it.
@@ -88,6 +98,7 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
         step: None,
         ctx: None,
         start_ns: 0,
+        deregistered: Default::default(),
     };
     let outcome = t.run();
     let (verdict, reason, failed_requirement) = match outcome {
@@ -177,6 +188,8 @@ struct Test<'a> {
     step: Option<usize>,
     ctx: Option<Context>,
     start_ns: u64,
+    /// MRs a `dereg_mr` step removed: their canaries are gone with them.
+    deregistered: std::collections::BTreeSet<String>,
 }
 
 fn agent_ok(reply: Value, what: &str) -> Result<Map<String, Value>, String> {
@@ -366,8 +379,7 @@ impl Test<'_> {
             }
             mrs.insert(mr.name.clone(), h);
         }
-        let h_qpn = harness_qpn(self.bed.seed);
-        rng.next();
+        let h_qpn = self.bed.harness_qpn;
         let rq_psn = q.rq_psn.unwrap_or((rng.next() & 0xFF_FFFF) as u32);
         let sq_psn = q.sq_psn.unwrap_or((rng.next() & 0xFF_FFFF) as u32);
         let udp_sport = 0xC000 | (rng.next() & 0x3FFF) as u16;
@@ -661,6 +673,7 @@ impl Test<'_> {
                     .ok_or_else(|| Stop::Error(format!("no MR `{}`", d.mr)))?;
                 let reply = self.iut.agent(json!({"op": "dereg_mr", "mr": mr.handle}))?;
                 agent_ok(reply, "dereg_mr").map_err(Stop::Inconc)?;
+                self.deregistered.insert(d.mr.clone());
                 self.record("dereg_mr", true, format!("`{}`", d.mr));
                 Ok(())
             }
@@ -898,6 +911,7 @@ impl Test<'_> {
             .ctx()
             .mrs
             .iter()
+            .filter(|(k, _)| !self.deregistered.contains(*k))
             .map(|(k, v)| (k.clone(), *v))
             .collect();
         for (name, mr) in mrs {
