@@ -1,7 +1,8 @@
 //! Symbolic values in vectors: `${psn + 1}`, `${mr.buf.addr + 4096}`,
 //! `${iut.qpn}`, or a literal in a string (`"0x1f"`).
 //!
-//! Grammar: `expr := term (('+' | '-') term)*`, `term := atom ('*' atom)*`,
+//! Grammar: `expr := sum ('^' sum)*` (`^` is exclusive or), `sum := term
+//! (('+' | '-') term)*`, `term := atom (('*' | '/' | '%') atom)*`,
 //! `atom := NUMBER | NAME | '(' expr ')'`, NUMBER decimal or `0x` hex, NAME
 //! letters, digits, `_` and `.`. Arithmetic wraps modulo 2^64; fields that
 //! are sequence numbers take the result modulo 2^24, every other field must
@@ -138,7 +139,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
         let c = chars[i];
         if c.is_whitespace() {
             i += 1;
-        } else if "+-*()".contains(c) {
+        } else if "+-*/%^()".contains(c) {
             tokens.push(Token::Op(c));
             i += 1;
         } else if c.is_ascii_digit() {
@@ -188,6 +189,15 @@ impl Parser<'_> {
     }
 
     fn expr_at(&mut self, depth: usize) -> Result<u64, String> {
+        let mut value = self.sum(depth)?;
+        while let Some(Token::Op('^')) = self.tokens.get(self.pos) {
+            self.pos += 1;
+            value ^= self.sum(depth)?;
+        }
+        Ok(value)
+    }
+
+    fn sum(&mut self, depth: usize) -> Result<u64, String> {
         let mut value = self.term(depth)?;
         while let Some(Token::Op(op @ ('+' | '-'))) = self.tokens.get(self.pos) {
             self.pos += 1;
@@ -203,9 +213,15 @@ impl Parser<'_> {
 
     fn term(&mut self, depth: usize) -> Result<u64, String> {
         let mut value = self.atom(depth)?;
-        while let Some(Token::Op('*')) = self.tokens.get(self.pos) {
+        while let Some(Token::Op(op @ ('*' | '/' | '%'))) = self.tokens.get(self.pos) {
             self.pos += 1;
-            value = value.wrapping_mul(self.atom(depth)?);
+            let rhs = self.atom(depth)?;
+            value = match op {
+                '*' => value.wrapping_mul(rhs),
+                _ if rhs == 0 => return Err("division by zero".into()),
+                '/' => value / rhs,
+                _ => value % rhs,
+            };
         }
         Ok(value)
     }
@@ -258,6 +274,8 @@ mod tests {
         assert_eq!(eval("${(1 + 2) * 3}", &b()), Ok(9));
         assert_eq!(eval("0x1f", &b()), Ok(31));
         assert_eq!(eval("${0 - 1}", &b()), Ok(u64::MAX));
+        assert_eq!(eval("${7 / 2 + 7 % 2}", &b()), Ok(4));
+        assert_eq!(eval("${psn ^ 0x10000 + 1}", &b()), Ok(0xFF_FFFF ^ 0x10001));
     }
 
     #[test]
@@ -268,7 +286,8 @@ mod tests {
         assert!(eval("${(1}", &b()).is_err());
         assert!(eval("${1 2}", &b()).is_err());
         assert!(eval("${}", &b()).is_err());
-        assert!(eval("${1 / 2}", &b()).is_err());
+        assert!(eval("${1 / 0}", &b()).is_err());
+        assert!(eval("${1 & 2}", &b()).is_err());
         let deep = format!("${{{}1{}}}", "(".repeat(100), ")".repeat(100));
         assert!(eval(&deep, &b()).is_err());
     }
