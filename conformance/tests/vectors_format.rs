@@ -127,3 +127,12 @@ fn duplicate_ids_are_reported() {
             .any(|e| e.message.contains("used by another vector"))
     );
 }
+
+#[test]
+fn committed_report_schema_is_current() {
+    let committed = std::fs::read_to_string(repo().join("conformance/report-schema.json")).unwrap();
+    assert!(
+        committed == metaroce_conformance::report::json::schema_json(),
+        "conformance/report-schema.json is stale: run `cargo run -p metaroce-conformance -- vectors report-schema > conformance/report-schema.json`"
+    );
+}

@@ -18,6 +18,8 @@ pub enum VectorsCommand {
     },
     /// Print every opcode name a vector may use.
     Opcodes,
+    /// Print the JSON Schema of `metaroce run --json` reports (committed as conformance/report-schema.json).
+    ReportSchema,
 }
 
 /// Runs a `vectors` subcommand.
@@ -41,6 +43,10 @@ pub fn run(command: &VectorsCommand) -> u8 {
                 }
                 Err(code) => code,
             }
+        }
+        VectorsCommand::ReportSchema => {
+            print!("{}", crate::report::json::schema_json());
+            exit::OK
         }
         VectorsCommand::Opcodes => {
             for (name, op) in metaroce_codec::Opcode::CONSTANTS {

@@ -2,12 +2,13 @@
 //! capability profile, so a report names exactly what was certified.
 
 use crate::vector::VectorSet;
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Digests shown in every report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct Digests {
     /// SHA-256 over every vector file: for each, in path order, its path
     /// relative to the set's root, a NUL, its bytes, a NUL.

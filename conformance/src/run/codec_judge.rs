@@ -58,7 +58,7 @@ pub fn judge(v: &CodecVector, file: &str) -> TestResult {
     match check_fields(&view, &v.fields, &ctx) {
         Ok(()) => steps.push(StepRecord {
             index: 0,
-            kind: "fields",
+            kind: "fields".into(),
             ok: true,
             detail: format!("{} fields match", v.fields.len()),
         }),
@@ -66,7 +66,7 @@ pub fn judge(v: &CodecVector, file: &str) -> TestResult {
             let r = misses.join("; ");
             steps.push(StepRecord {
                 index: 0,
-                kind: "fields",
+                kind: "fields".into(),
                 ok: false,
                 detail: r.clone(),
             });
@@ -84,7 +84,7 @@ pub fn judge(v: &CodecVector, file: &str) -> TestResult {
     );
     steps.push(StepRecord {
         index: 1,
-        kind: "findings",
+        kind: "findings".into(),
         ok,
         detail: detail.clone(),
     });

@@ -261,7 +261,7 @@ impl Test<'_> {
     fn record(&mut self, kind: &'static str, ok: bool, detail: String) {
         self.steps.push(StepRecord {
             index: self.step.unwrap_or(0),
-            kind,
+            kind: kind.into(),
             ok,
             detail,
         });

@@ -1,10 +1,11 @@
 //! Verdicts and what a test leaves behind (DESIGN §2.3).
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use std::fmt;
 
 /// The outcome of one test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING-KEBAB-CASE")]
 pub enum Verdict {
     /// The requirement holds.
@@ -65,7 +66,7 @@ impl fmt::Display for Verdict {
 }
 
 /// Direction of a logged packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// Harness → IUT.
@@ -75,7 +76,7 @@ pub enum Direction {
 }
 
 /// One packet of a test's traffic.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct PacketRecord {
     /// Nanoseconds since the test started.
     pub at_ns: u64,
@@ -93,12 +94,12 @@ pub struct PacketRecord {
 }
 
 /// The result of one step.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct StepRecord {
     /// 0-based step index.
     pub index: usize,
     /// Step kind (`send`, `expect`, ...).
-    pub kind: &'static str,
+    pub kind: String,
     /// Whether the step held.
     pub ok: bool,
     /// What happened.
@@ -106,7 +107,7 @@ pub struct StepRecord {
 }
 
 /// The result of one test.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct TestResult {
     /// Vector id.
     pub id: String,
