@@ -150,6 +150,11 @@ macro_rules! opcodes {
     ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {
         impl Opcode {
             $($(#[$doc])* pub const $name: Opcode = Opcode($value);)*
+
+            /// Every named opcode constant, as `(identifier, opcode)`: the
+            /// names vector files and tools accept (`RC_WRITE_ONLY`, `MP_ACK`, ...).
+            pub const CONSTANTS: &'static [(&'static str, Opcode)] =
+                &[$((stringify!($name), Opcode($value))),*];
         }
     };
 }

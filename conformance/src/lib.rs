@@ -12,4 +12,7 @@ pub mod check;
 pub mod cli;
 pub mod decode;
 pub mod exit;
+pub mod report;
+pub mod run;
 pub mod trace;
+pub mod vector;

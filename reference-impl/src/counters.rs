@@ -1,4 +1,4 @@
-//! The per-device counters of SPEC §9.3 that Base uses.
+//! The per-device counters of SPEC §9.3, Base and MP.
 
 /// Event counters (SPEC §9.3). Each equals the number of events of its kind
 /// (MR-ROB-10); they only grow.
@@ -32,6 +32,16 @@ pub struct Counters {
     pub ecn_ce_received: u64,
     /// MP request packets dropped outside the receive window (MR-MPW-1).
     pub mp_out_of_window: u64,
+    /// Trimmed MP packets received (§7.10).
+    pub mp_trimmed_received: u64,
+    /// MP retransmissions (and READ re-requests) under rule (a) of §7.8
+    /// or MR-MPR-6's K later responses.
+    pub mp_retx_reorder: u64,
+    /// MP retransmissions (and READ re-requests) after the RTO, rule (b).
+    pub mp_retx_timeout: u64,
+    /// MP retransmissions (and READ re-requests) after a NAK 0x65 or a
+    /// trimmed READ response.
+    pub mp_retx_trim: u64,
     /// MP entropy values retired (MR-MPF-9).
     pub mp_entropy_retired: u64,
     /// MP probes sent (MR-MPF-9).

@@ -5,7 +5,7 @@
 use crate::counters::Counters;
 use crate::cq::{CqHandle, CqTable, WorkCompletion};
 use crate::error::VerbsError;
-use crate::mp::config::MpAttrs;
+use crate::mp::config::{MpAttrs, MpEntropy};
 use crate::mp::{is_mp_opcode, is_mp_response};
 use crate::mr::{Access, Memory, MrInfo, PdHandle};
 use crate::qp::{Env, Qp, QpAttrs, QpConfig, QpInfo, QpInit, QpState, QpType, QueueDepths};
@@ -41,6 +41,10 @@ pub struct DeviceConfig {
     pub cnp_generation: bool,
     /// `cnp_interval` in ns (per destination QP, scope `qp`).
     pub cnp_interval_ns: u64,
+    /// The bug-zoo mutant this device runs (feature `zoo`; `None`: the
+    /// correct transport). See `ZOO.md`.
+    #[cfg(feature = "zoo")]
+    pub mutant: Option<crate::zoo::Mutant>,
 }
 
 impl DeviceConfig {
@@ -56,6 +60,8 @@ impl DeviceConfig {
             max_outstanding_psns: 128,
             cnp_generation: true,
             cnp_interval_ns: 50_000,
+            #[cfg(feature = "zoo")]
+            mutant: None,
         }
     }
 }
@@ -74,6 +80,10 @@ pub struct Device {
     rr: u32,
     cnp_last: HashMap<u32, u64>,
     parse: ParseOptions,
+    /// zoo: wedge-on-bad-padcnt (the device) and wedge-on-unknown-opcode
+    /// (these QPs) stopped taking packets.
+    #[cfg(feature = "zoo")]
+    wedged: (bool, std::collections::BTreeSet<u32>),
 }
 
 impl Device {
@@ -92,6 +102,8 @@ impl Device {
             rr: 0,
             cnp_last: HashMap::new(),
             parse: ParseOptions::default(),
+            #[cfg(feature = "zoo")]
+            wedged: Default::default(),
         }
     }
 
@@ -138,6 +150,18 @@ impl Device {
     /// Reads bytes of a region (application or agent access).
     pub fn read_mr(&self, lkey: u32, addr: u64, len: u64) -> Result<&[u8], VerbsError> {
         self.mem.read(lkey, addr, len)
+    }
+
+    /// Surrounds a region with `len` canary bytes of value `fill` on each
+    /// side: memory outside the region that the harness checks is never
+    /// touched (MR-SEC-4; the agent's `canary_len`).
+    pub fn set_mr_canary(&mut self, lkey: u32, len: usize, fill: u8) -> Result<(), VerbsError> {
+        self.mem.set_canary(lkey, len, fill)
+    }
+
+    /// The canary bytes before and after a region.
+    pub fn mr_canary(&self, lkey: u32) -> Result<(&[u8], &[u8]), VerbsError> {
+        self.mem.canary(lkey)
     }
 
     /// Writes bytes of a region (application or agent access).
@@ -201,6 +225,8 @@ impl Device {
             local_ip: self.config.ip,
             window: self.config.max_outstanding_psns.clamp(1, (1 << 23) - 1),
             max_msg_size: self.config.max_msg_size.min(1 << 31),
+            #[cfg(feature = "zoo")]
+            mutant: self.config.mutant,
         };
         self.qps.insert(qpn, Qp::new(cfg));
         Ok(qpn)
@@ -266,6 +292,23 @@ impl Device {
             .ok_or(VerbsError::UnknownQp(qpn))
     }
 
+    /// The effective MP parameters of an MP QP (MR-PICS-5, SPEC §7.1):
+    /// the entropy set actually used (seeded sets expanded to their
+    /// values), the window, the trimming DSCP and the local constants;
+    /// `None` for a QP that is not (or no longer, after RESET) an MP QP.
+    pub fn query_mp(&self, qpn: u32) -> Result<Option<MpAttrs>, VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        Ok(match &qp.transport {
+            crate::qp::Transport::Mp(mp) => Some(MpAttrs {
+                entropy: MpEntropy::Values(mp.cfg.values.clone()),
+                window: mp.cfg.window,
+                trim_dscp: mp.cfg.trim_dscp,
+                tuning: mp.cfg.tuning,
+            }),
+            _ => None,
+        })
+    }
+
     /// The QP's state and effective attributes (MR-PICS-5).
     pub fn query_qp(&self, qpn: u32) -> Result<QpInfo, VerbsError> {
         self.qps
@@ -314,10 +357,15 @@ impl Device {
     pub fn handle_frame(&mut self, now_ns: u64, frame: &[u8]) {
         self.now = self.now.max(now_ns);
         self.counters.frames_received += 1;
+        // zoo: wedge-on-bad-padcnt — a wedged device takes nothing more.
+        zoo!(self.config.mutant, WedgeOnBadPadcnt => if self.wedged.0 { return });
         let pkt = match decode(frame, &self.parse) {
             Decoded::NotRoce => return,
             Decoded::Malformed => {
                 self.counters.malformed_drops += 1;
+                // zoo: wedge-on-bad-padcnt — the device wedges.
+                zoo!(self.config.mutant, WedgeOnBadPadcnt
+                    => self.wedged.0 |= crate::zoo::pad_overrun(frame, &self.parse));
                 return;
             }
             Decoded::Packet(p) => p,
@@ -327,8 +375,11 @@ impl Device {
 
     /// Rows 10–21 of §9.2, then the QP.
     fn dispatch(&mut self, pkt: &RxPacket<'_>) {
+        // zoo: qpn-low-bits — the QP is looked up by 16 of the 24 bits.
+        let dest = zoo!(self.config.mutant, QpnLowBits => self.qps.keys().copied()
+            .find(|q| q & 0xFFFF == pkt.bth.dest_qp & 0xFFFF)
+            .unwrap_or(pkt.bth.dest_qp), else pkt.bth.dest_qp);
         let c = &mut self.counters;
-        let dest = pkt.bth.dest_qp;
         let Some(qp) = self
             .qps
             .get_mut(&dest)
@@ -337,9 +388,14 @@ impl Device {
             c.unknown_qp_drops += 1; // row 10, MR-BTH-6
             return;
         };
+        // zoo: wedge-on-unknown-opcode — a wedged QP takes nothing more.
+        zoo!(self.config.mutant, WedgeOnUnknownOpcode
+            => if self.wedged.1.contains(&dest) { return });
         let op = pkt.bth.opcode;
         let Some(layout) = op.layout(Dialect::MetaRoce) else {
             c.malformed_drops += 1; // rows 11, 13 (MR-OPC-2, MR-OPC-4)
+            // zoo: wedge-on-unknown-opcode — the QP wedges.
+            zoo!(self.config.mutant, WedgeOnUnknownOpcode => self.wedged.1.insert(dest));
             return;
         };
         if op == Opcode::CNP {
@@ -387,12 +443,17 @@ impl Device {
             return;
         }
         // Row 18 (MR-BTH-5): P_Key without the membership bit.
-        if (pkt.bth.pkey ^ qp.cfg.pkey) & 0x7FFF != 0 {
+        // zoo: pkey-not-checked
+        if (pkt.bth.pkey ^ qp.cfg.pkey) & 0x7FFF != 0 && !zoo!(self.config.mutant, PkeyNotChecked) {
             c.pkey_violations += 1;
             return;
         }
         // Row 19 (MR-UD-2).
-        if qp.cfg.qp_type == QpType::Ud && pkt.ext.deth.is_none_or(|d| d.qkey != qp.cfg.qkey) {
+        // zoo: qkey-not-checked
+        if qp.cfg.qp_type == QpType::Ud
+            && pkt.ext.deth.is_none_or(|d| d.qkey != qp.cfg.qkey)
+            && !zoo!(self.config.mutant, QkeyNotChecked)
+        {
             c.qkey_violations += 1;
             return;
         }
@@ -401,10 +462,13 @@ impl Device {
             && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty())
         {
             c.malformed_drops += 1;
+            // zoo: wedge-on-bad-padcnt — the device wedges.
+            zoo!(self.config.mutant, WedgeOnBadPadcnt => self.wedged.0 |= pkt.bth.pad_count != 0);
             return;
         }
         // Row 21 (MR-ICRC-3, MR-ICRC-4, MR-ICRC-6): before any effect.
-        if !pkt.icrc_ok {
+        // zoo: icrc-not-checked
+        if !pkt.icrc_ok && !zoo!(self.config.mutant, IcrcNotChecked) {
             c.icrc_errors += 1;
             return;
         }
@@ -421,7 +485,8 @@ impl Device {
 
     /// CNP generation (§6.17, MR-CNP-1..4), paced per destination QP.
     fn maybe_cnp(&mut self, qpn: u32, pkt: &RxPacket<'_>) {
-        if !self.config.cnp_generation {
+        // zoo: cnp-never-sent
+        if !self.config.cnp_generation || zoo!(self.config.mutant, CnpNeverSent) {
             return;
         }
         let Some(qp) = self.qps.get(&qpn) else { return };
@@ -430,7 +495,10 @@ impl Device {
             _ => return, // UD: no MAC for the source here; not generated
         };
         let last = self.cnp_last.get(&target).copied();
-        if last.is_some_and(|t| self.now.saturating_sub(t) < self.config.cnp_interval_ns) {
+        // zoo: cnp-not-paced
+        if last.is_some_and(|t| self.now.saturating_sub(t) < self.config.cnp_interval_ns)
+            && !zoo!(self.config.mutant, CnpNotPaced)
+        {
             return; // MR-CNP-2
         }
         self.cnp_last.insert(target, self.now);

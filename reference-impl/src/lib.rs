@@ -36,7 +36,17 @@
 //! is treated as the latest one seen). Nothing panics on any input from the
 //! wire or the API: bad input becomes a drop, a NAK, an error completion or a
 //! [`VerbsError`].
+//!
+//! ## Feature `zoo`
+//!
+//! Off by default. It adds `zoo::Mutant` and the field
+//! `DeviceConfig::mutant`: a device built with a mutant is broken in exactly
+//! one way, for testing the conformance suite and the fuzzers (see
+//! `ZOO.md`). Without the feature no mutant code is compiled.
 #![forbid(unsafe_code)]
+
+#[macro_use]
+mod zoo_hook;
 
 pub mod agent;
 mod counters;
@@ -55,6 +65,8 @@ pub mod timing;
 mod ud;
 mod wire;
 pub mod wr;
+#[cfg(feature = "zoo")]
+pub mod zoo;
 
 pub use counters::Counters;
 pub use cq::{CqHandle, WcOpcode, WcStatus, WorkCompletion};

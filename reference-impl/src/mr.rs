@@ -63,6 +63,11 @@ struct Region {
     /// False after invalidation (MR-SEC-8).
     valid: bool,
     bytes: Vec<u8>,
+    /// Canary bytes just before and just after the region (the agent's
+    /// `canary_len`): memory that is not the region's, which no remote
+    /// access may touch (MR-SEC-4). Empty unless asked for.
+    before: Vec<u8>,
+    after: Vec<u8>,
 }
 
 /// Why a memory check failed.
@@ -131,6 +136,8 @@ impl Memory {
             access,
             valid: true,
             bytes: vec![0; len],
+            before: Vec::new(),
+            after: Vec::new(),
         }));
         self.by_lkey.insert(lkey, index);
         self.by_rkey.insert(rkey, index);
@@ -401,4 +408,149 @@ impl Memory {
         region.bytes[range].copy_from_slice(data);
         Ok(())
     }
+}
+
+impl Memory {
+    /// Surrounds the region of `lkey` with `len` canary bytes of value
+    /// `fill` on each side (replacing earlier ones).
+    pub(crate) fn set_canary(&mut self, lkey: u32, len: usize, fill: u8) -> Result<(), VerbsError> {
+        let index = *self
+            .by_lkey
+            .get(&lkey)
+            .ok_or(VerbsError::UnknownKey(lkey))?;
+        let region = self
+            .regions
+            .get_mut(index)
+            .and_then(Option::as_mut)
+            .ok_or(VerbsError::UnknownKey(lkey))?;
+        region.before = vec![fill; len];
+        region.after = vec![fill; len];
+        Ok(())
+    }
+
+    /// The canary bytes before and after the region of `lkey`.
+    pub(crate) fn canary(&self, lkey: u32) -> Result<(&[u8], &[u8]), VerbsError> {
+        let index = *self
+            .by_lkey
+            .get(&lkey)
+            .ok_or(VerbsError::UnknownKey(lkey))?;
+        let region = self
+            .regions
+            .get(index)
+            .and_then(Option::as_ref)
+            .ok_or(VerbsError::UnknownKey(lkey))?;
+        Ok((&region.before, &region.after))
+    }
+}
+
+/// Weakened remote access for the bug zoo (`rkey-bounds-off-by-one`,
+/// `write-access-unchecked`, `read-leak`). A range may run `slack` bytes
+/// past the region's end; those bytes are the *adjacent memory*: the
+/// region's trailing canary (if the agent set one), then the regions
+/// registered after this one, in registration order, end to end
+/// (this model keeps no other memory; a real device would touch whatever
+/// follows the buffer). Past the last region, writes are lost and reads
+/// give zeros.
+#[cfg(feature = "zoo")]
+impl Memory {
+    /// A remote write checked for key, protection domain, the right `need`
+    /// and a range ending at most `slack` bytes past the region.
+    pub(crate) fn zoo_remote_write(
+        &mut self,
+        pd: PdHandle,
+        rkey: u32,
+        va: u64,
+        data: &[u8],
+        need: Access,
+        slack: u64,
+    ) -> Result<(), MemFault> {
+        let (index, region) = self.remote_region(pd, rkey, need)?;
+        let (start, inside, mut skip) = zoo_split(&region.info, va, data.len() as u64, slack)?;
+        let (head, mut spill) = data.split_at(inside);
+        if let Some(Some(region)) = self.regions.get_mut(index) {
+            region.bytes[start..start + inside].copy_from_slice(head);
+        }
+        // First the region's own trailing canary, then the regions after it.
+        let (own, following) = self.regions.split_at_mut(index + 1);
+        let own_after = own
+            .last_mut()
+            .and_then(Option::as_mut)
+            .map(|r| &mut r.after);
+        let following = following.iter_mut().flatten().map(|r| &mut r.bytes);
+        for bytes in own_after.into_iter().chain(following) {
+            if spill.is_empty() {
+                break;
+            }
+            if skip >= bytes.len() {
+                skip -= bytes.len();
+                continue;
+            }
+            let take = (bytes.len() - skip).min(spill.len());
+            bytes[skip..skip + take].copy_from_slice(&spill[..take]);
+            spill = &spill[take..];
+            skip = 0;
+        }
+        Ok(())
+    }
+
+    /// A remote read checked for key, protection domain, remote read and a
+    /// range ending at most `slack` bytes past the region.
+    pub(crate) fn zoo_remote_read(
+        &self,
+        pd: PdHandle,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        slack: u64,
+    ) -> Result<Vec<u8>, MemFault> {
+        let (index, region) = self.remote_region(pd, rkey, Access::REMOTE_READ)?;
+        let (start, inside, mut skip) = zoo_split(&region.info, va, len, slack)?;
+        let mut out = region.bytes[start..start + inside].to_vec();
+        let want = usize::try_from(len).map_err(|_| MemFault::Range)?;
+        let following = self
+            .regions
+            .iter()
+            .skip(index + 1)
+            .flatten()
+            .map(|r| &r.bytes);
+        for next in std::iter::once(&region.after).chain(following) {
+            if out.len() == want {
+                break;
+            }
+            if skip >= next.len() {
+                skip -= next.len();
+                continue;
+            }
+            let take = (next.len() - skip).min(want - out.len());
+            out.extend_from_slice(&next[skip..skip + take]);
+            skip = 0;
+        }
+        out.resize(want, 0);
+        Ok(out)
+    }
+}
+
+/// `[va, va + len)` against a region with `slack` bytes of tolerance: the
+/// offset of the first byte inside the region, how many bytes lie inside,
+/// and the offset into the adjacent memory of the first byte past the end.
+#[cfg(feature = "zoo")]
+fn zoo_split(
+    info: &MrInfo,
+    va: u64,
+    len: u64,
+    slack: u64,
+) -> Result<(usize, usize, usize), MemFault> {
+    let start = va.checked_sub(info.addr).ok_or(MemFault::Range)?;
+    let end = start.checked_add(len).ok_or(MemFault::Range)?;
+    if end > info.len.saturating_add(slack) {
+        return Err(MemFault::Range);
+    }
+    let inside = end.min(info.len).saturating_sub(start);
+    let skip = start.saturating_sub(info.len);
+    let to_usize = |v: u64| usize::try_from(v).map_err(|_| MemFault::Range);
+    Ok((
+        to_usize(start.min(info.len))?,
+        to_usize(inside)?,
+        to_usize(skip)?,
+    ))
 }

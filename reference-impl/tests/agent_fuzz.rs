@@ -83,6 +83,11 @@ fn corpus(h: &Value) -> Vec<Value> {
         json!({"id": 20, "op": "counters"}),
         json!({"id": 21, "op": "dereg_mr", "mr": h["mr2"]}),
         json!({"id": 22, "op": "bye"}),
+        json!({"id": 23, "op": "modify_qp", "qpn": h["fresh"], "state": "rtr", "attrs": {
+            "dest_qpn": 5, "rq_psn": 1, "pmtu": 1024, "max_dest_rd_atomic": 4, "min_rnr_timer": 3,
+            "path": {"dest_mac": "02:00:00:00:00:0b", "dest_ip": "10.0.0.2"},
+            "mp": true, "mp_entropy_set": [49152, 65535, 50000], "mp_entropy_set_size": 3,
+            "mp_window": 64, "mp_trim_dscp": 46, "mp_flow_label_entropy": false}}),
     ]
 }
 

@@ -457,3 +457,44 @@ fn ud_send_and_receive() {
     assert_eq!(b.counters().qkey_violations, 1);
     assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Rts);
 }
+
+#[test]
+fn requests_are_marked_ect() {
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let src = mr(&mut a, ea.pd, 4096);
+    let dst = mr(&mut b, eb.pd, 4096);
+    let remote = RemoteAddr {
+        va: dst.addr,
+        rkey: dst.rkey,
+    };
+    recv(&mut b, eb, &dst, 1, 4096);
+    a.post_send(ea.qpn, SendWr::new(1, WrOp::Send, vec![sge(&src, 0, 8)]))
+        .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(2, WrOp::Write(remote), vec![sge(&src, 0, 2500)]),
+    )
+    .unwrap();
+    a.post_send(
+        ea.qpn,
+        SendWr::new(3, WrOp::Read(remote), vec![sge(&src, 0, 8)]),
+    )
+    .unwrap();
+    let frames = drain(&mut a);
+    assert_eq!(frames.len(), 5, "SEND, three WRITE packets, READ request");
+    for f in &frames {
+        // The IPv4 ToS byte follows the 14-byte Ethernet header and the
+        // version/IHL byte; its low two bits are the ECN field.
+        assert_eq!(
+            f[15] & 0b11,
+            0b10,
+            "MR-ENC-20: request packets are marked ECT(0) (opcode 0x{:02x})",
+            f[14 + 20 + 8]
+        );
+    }
+}

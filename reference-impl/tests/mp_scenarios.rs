@@ -441,6 +441,19 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64, setup: 
             retransmitted <= 16 * events + messages as u64 / 4 + 64,
             "{name}: {retransmitted} retransmissions for {events} events"
         );
+        // SPEC §9.3: every MP retransmission is counted under the rule
+        // that caused it, except resends after an RNR wait (no loss); no
+        // trimming happens on these links.
+        let ruled: u64 = [ca, cb]
+            .iter()
+            .map(|c| c.mp_retx_reorder + c.mp_retx_timeout + c.mp_retx_trim)
+            .sum();
+        let rnr = ca.rnr_naks_sent + cb.rnr_naks_sent;
+        assert!(
+            ruled <= retransmitted && (rnr > 0 || ruled == retransmitted),
+            "{name}: {ruled} of {retransmitted} retransmissions counted by rule ({rnr} RNR NAKs)"
+        );
+        assert_eq!(ca.mp_retx_trim + cb.mp_retx_trim, 0, "{name}: no trimming");
     } else {
         let window = u64::from(net.device(ia).config().max_outstanding_psns) + 256;
         assert!(

@@ -2,7 +2,10 @@
 
 mod check;
 mod decode;
+pub mod run;
 mod spec;
+mod vectors;
+pub mod zoo;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +25,13 @@ pub enum Command {
     Decode(decode::DecodeArgs),
     /// Check a capture (or a live link) against SPEC.md: every packet and every conversation.
     Check(check::CheckArgs),
+    /// Run the conformance suite against an implementation under test (default: the built-in reference transport).
+    Run(Box<run::RunArgs>),
+    /// The vector format: its JSON Schema, checking files, opcode names.
+    #[command(subcommand)]
+    Vectors(vectors::VectorsCommand),
+    /// Run the suite against every bug-zoo mutant of the reference transport: which vectors catch which mutant.
+    Zoo(zoo::ZooArgs),
     /// Questions about the specification (SPEC.md).
     #[command(subcommand)]
     Spec(spec::SpecCommand),
@@ -46,6 +56,9 @@ pub fn run() -> u8 {
         Command::Decode(args) => decode::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Spec(command) => spec::run(&command),
+        Command::Run(args) => run::run(&args),
+        Command::Vectors(command) => vectors::run(&command),
+        Command::Zoo(args) => zoo::run(&args),
     }
 }
 

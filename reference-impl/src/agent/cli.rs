@@ -44,6 +44,9 @@ pub struct ServeArgs {
     /// Pump slice: the longest data-plane pump between two looks at the
     /// requests.
     pub slice: Duration,
+    /// The bug-zoo mutant the device runs (feature `zoo`, `ZOO.md`).
+    #[cfg(feature = "zoo")]
+    pub mutant: Option<crate::zoo::Mutant>,
 }
 
 impl Default for ServeArgs {
@@ -55,6 +58,8 @@ impl Default for ServeArgs {
             ip: DEFAULT_IP,
             seed: None,
             slice: DEFAULT_SLICE,
+            #[cfg(feature = "zoo")]
+            mutant: None,
         }
     }
 }
@@ -73,10 +78,12 @@ pub fn serve_with(args: &ServeArgs, data_plane: Box<dyn DataPlane>) -> io::Resul
         Some(s) => s,
         None => os_seed()?,
     };
-    let agent = Agent::new(AgentConfig::reference(
-        DeviceConfig::new(args.mac.unwrap_or(DEFAULT_MAC), args.ip),
-        seed,
-    ));
+    let device = DeviceConfig {
+        #[cfg(feature = "zoo")]
+        mutant: args.mutant,
+        ..DeviceConfig::new(args.mac.unwrap_or(DEFAULT_MAC), args.ip)
+    };
+    let agent = Agent::new(AgentConfig::reference(device, seed));
     let server = Server::bind(
         args.listen.as_str(),
         agent,

@@ -8,12 +8,13 @@
 use super::encoding::{
     base64_decode, base64_encode, format_mac, hex_decode, hex_encode, parse_mac,
 };
+use super::mp::negotiate;
 use super::profile::CapabilityProfile;
 use super::protocol::*;
 use crate::{
-    Access, AddressVector, CqHandle, Device, DeviceConfig, MrInfo, PdHandle, QpAttrs, QpInit,
-    QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, VerbsError, WcOpcode, WcStatus,
-    WorkCompletion, WrOp,
+    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MrInfo, PdHandle,
+    QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, VerbsError,
+    WcOpcode, WcStatus, WorkCompletion, WrOp,
 };
 use core::net::{IpAddr, Ipv4Addr};
 use serde::Serialize;
@@ -37,11 +38,20 @@ pub struct AgentConfig {
 
 impl AgentConfig {
     /// The reference transport's agent for a device with this configuration.
+    /// A device built with a bug-zoo mutant (feature `zoo`) keeps it
+    /// across `reset`, and `hello` names it in the implementation name.
     pub fn reference(device: DeviceConfig, seed: [u8; 32]) -> Self {
+        #[cfg(feature = "zoo")]
+        let implementation = match device.mutant {
+            Some(m) => format!("metaroce-ref (mutant {m})"),
+            None => "metaroce-ref".into(),
+        };
+        #[cfg(not(feature = "zoo"))]
+        let implementation = "metaroce-ref".into();
         AgentConfig {
             device,
             seed,
-            implementation: "metaroce-ref".into(),
+            implementation,
             version: env!("CARGO_PKG_VERSION").into(),
             profile: CapabilityProfile::reference(&device),
         }
@@ -91,6 +101,9 @@ struct QpEntry {
     recv_cq: u32,
     sq_sig_all: bool,
     caps: QpCaps,
+    /// `mp_flow_label_entropy` as accepted at INIT to RTR (the device,
+    /// IPv4 only, has no flow label to put it in).
+    mp_flow_label: bool,
 }
 
 /// The agent's state: the device and the handles it has given out.
@@ -109,7 +122,7 @@ pub struct Agent {
 
 type Res<T> = Result<T, AgentError>;
 
-fn bad(code: ErrorCode, field: &str, why: impl core::fmt::Display) -> AgentError {
+pub(super) fn bad(code: ErrorCode, field: &str, why: impl core::fmt::Display) -> AgentError {
     AgentError::field(code, field, why)
 }
 
@@ -164,6 +177,7 @@ impl Agent {
             Op::DeregMr(r) => self.dereg_mr(&r),
             Op::ReadMr(r) => self.read_mr(&r),
             Op::WriteMr(r) => self.write_mr(&r),
+            Op::ReadCanary(r) => self.read_canary(r.mr),
             Op::CreateCq(_) => self.create_cq(),
             Op::CreateQp(r) => self.create_qp(&r),
             Op::ModifyQp(r) => self.modify_qp(&r),
@@ -320,10 +334,25 @@ impl Agent {
                 format!("{} bytes do not fit a region of {}", d.len(), r.length),
             ));
         }
+        let canary = r.canary_len.unwrap_or(0);
+        if canary > MAX_CANARY {
+            return Err(bad(
+                ErrorCode::OutOfRange,
+                "canary_len",
+                format!("{canary} exceeds {MAX_CANARY}"),
+            ));
+        }
         let info = self
             .device
             .reg_mr(PdHandle(r.pd), r.length as usize, access)
             .map_err(|e| verbs(e, "pd"))?;
+        if canary > 0 {
+            let _ = self.device.set_mr_canary(
+                info.lkey,
+                canary as usize,
+                r.canary_fill.unwrap_or(0xA5),
+            );
+        }
         if let Some(fill) = r.fill.filter(|&f| f != 0) {
             let _ = self
                 .device
@@ -397,6 +426,19 @@ impl Agent {
         };
         m.insert(k.into(), Value::String(v));
         Ok(m)
+    }
+
+    fn read_canary(&mut self, mr: u32) -> Res<Map<String, Value>> {
+        let info = self.mr(mr)?;
+        let (before, after) = self
+            .device
+            .mr_canary(info.lkey)
+            .map_err(|e| verbs(e, "mr"))?;
+        Ok(obj(json!({
+            "mr": mr,
+            "before": hex_encode(before),
+            "after": hex_encode(after),
+        })))
     }
 
     fn write_mr(&mut self, r: &WriteMr) -> Res<Map<String, Value>> {
@@ -486,6 +528,7 @@ impl Agent {
                 recv_cq: r.recv_cq,
                 sq_sig_all: r.sq_sig_all,
                 caps: c,
+                mp_flow_label: false,
             },
         );
         Ok(obj(json!({
@@ -559,10 +602,34 @@ impl Agent {
             StateName::Err => QpState::Err,
         };
         let attrs = self.attrs(&r.attrs)?;
-        self.device
-            .modify_qp(r.qpn, to, &attrs)
-            .map_err(|e| verbs(e, "state"))?;
+        let mp = self.mp_attrs(r.qpn, to, &r.attrs)?;
+        match &mp {
+            Some(mp) => self.device.modify_qp_mp(r.qpn, &attrs, mp),
+            None => self.device.modify_qp(r.qpn, to, &attrs),
+        }
+        .map_err(|e| verbs(e, "state"))?;
+        if mp.is_some()
+            && let Some(e) = self.qps.get_mut(&r.qpn)
+        {
+            e.mp_flow_label = r.attrs.mp_flow_label_entropy == Some(true);
+        }
         Ok(obj(json!({"qpn": r.qpn, "state": r.state})))
+    }
+
+    /// The MP attributes of a `modify_qp`, checked against the QP as it
+    /// is now and the profile (`super::mp::negotiate`).
+    fn mp_attrs(&self, qpn: u32, to: QpState, a: &Attrs) -> Res<Option<MpAttrs>> {
+        if a.mp_given().is_empty() {
+            return Ok(None);
+        }
+        let info = self.device.query_qp(qpn).map_err(|e| verbs(e, "qpn"))?;
+        // The seed of a set the agent chooses: a function of the agent's
+        // seed, its reset generation and the QPN (the values are ports, not
+        // secrets; `query_qp` reports them).
+        let mut s = [0u8; 8];
+        s.copy_from_slice(&self.config.seed[..8]);
+        let seed = u64::from_le_bytes(s) ^ self.generation.rotate_left(32) ^ u64::from(qpn);
+        negotiate(&self.config.profile, &info, to, a, seed)
     }
 
     fn query_qp(&self, qpn: u32) -> Res<Map<String, Value>> {
@@ -591,20 +658,46 @@ impl Agent {
                 traffic_class: p.traffic_class,
                 hop_limit: p.hop_limit,
             }),
+            mp: Some(false),
+            ..Attrs::default()
         };
-        Ok(obj(json!({
+        let mp = self.device.query_mp(qpn).map_err(|e| verbs(e, "qpn"))?;
+        let mut attrs = obj(json!(attrs));
+        if let Some(mp) = &mp {
+            // MR-PICS-5: the MP parameters in force, the set as used.
+            let values = match &mp.entropy {
+                MpEntropy::Values(v) => v.clone(),
+                MpEntropy::Seeded { .. } => Vec::new(), // query_mp expands seeds
+            };
+            for (k, v) in [
+                ("mp", json!(true)),
+                ("mp_entropy_set_size", json!(values.len())),
+                ("mp_entropy_set", json!(values)),
+                ("mp_window", json!(mp.window)),
+                ("mp_trim_dscp", json!(mp.trim_dscp)),
+                ("mp_flow_label_entropy", json!(e.mp_flow_label)),
+            ] {
+                attrs.insert(k.into(), v);
+            }
+        }
+        let mut out = obj(json!({
             "qpn": info.qpn,
             "qp_type": type_name(info.qp_type),
             "state": state_name(info.state),
             "attrs": attrs,
-            "udp_src_port": info.udp_src_port,
             "pd": e.pd,
             "send_cq": e.send_cq,
             "recv_cq": e.recv_cq,
             "sq_sig_all": e.sq_sig_all,
             "caps": e.caps,
             "outstanding": {"send": depths.send, "recv": depths.recv},
-        })))
+        }));
+        // An MP QP has no constant source port: it sends from its entropy
+        // set (MR-MPS-1), so the field is absent (AGENT.md §6.10).
+        if mp.is_none() {
+            out.insert("udp_src_port".into(), json!(info.udp_src_port));
+        }
+        Ok(out)
     }
 
     fn destroy_qp(&mut self, qpn: u32) -> Res<Map<String, Value>> {
@@ -787,14 +880,13 @@ impl Agent {
                 "cnp_sent": c.cnp_sent,
                 "cnp_received": c.cnp_received,
                 "ecn_ce_received": c.ecn_ce_received,
-                // No MP QPs exist in this implementation (profile mp: false).
-                "mp_out_of_window": 0,
-                "mp_trimmed_received": 0,
-                "mp_retx_reorder": 0,
-                "mp_retx_timeout": 0,
-                "mp_retx_trim": 0,
-                "mp_probes_sent": 0,
-                "mp_entropy_retired": 0,
+                "mp_out_of_window": c.mp_out_of_window,
+                "mp_trimmed_received": c.mp_trimmed_received,
+                "mp_retx_reorder": c.mp_retx_reorder,
+                "mp_retx_timeout": c.mp_retx_timeout,
+                "mp_retx_trim": c.mp_retx_trim,
+                "mp_probes_sent": c.mp_probes_sent,
+                "mp_entropy_retired": c.mp_entropy_retired,
             },
             "extra": {
                 "frames_sent": c.frames_sent,
@@ -923,7 +1015,7 @@ fn bytes_field(
 
 /// Maps a verbs rejection to a stable code; `field` is the request field
 /// to blame when the error itself names none.
-fn verbs(e: VerbsError, field: &str) -> AgentError {
+pub(super) fn verbs(e: VerbsError, field: &str) -> AgentError {
     let attr = |name: &str| match name {
         "hop_limit" => "attrs.path.hop_limit".to_string(),
         n => format!("attrs.{n}"),

@@ -6,7 +6,8 @@
 //!
 //! - [`protocol`]: requests, results, error codes, the line parser;
 //! - [`dispatch`]: [`Agent`], a pure request → reply function over a
-//!   [`crate::Device`] (no socket, no clock);
+//!   [`crate::Device`] (no socket, no clock); `mp`: the MP attributes of
+//!   `modify_qp` (AGENT.md §6.9);
 //! - [`dataplane`]: the [`DataPlane`] trait frame drivers implement so the
 //!   server keeps frames moving while it serves requests, the [`Clock`],
 //!   and the in-memory [`ChannelLink`] and [`NullLink`];
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod dataplane;
 pub mod dispatch;
 pub mod encoding;
+mod mp;
 pub mod profile;
 pub mod protocol;
 pub mod server;

@@ -239,6 +239,7 @@ pub enum Op {
     DeregMr(MrRef),
     ReadMr(ReadMr),
     WriteMr(WriteMr),
+    ReadCanary(MrRef),
     CreateCq(Empty),
     CreateQp(CreateQp),
     ModifyQp(ModifyQp),
@@ -253,13 +254,14 @@ pub enum Op {
 }
 
 /// The names of every operation, as `op` spells them.
-pub const OPS: [&str; 17] = [
+pub const OPS: [&str; 18] = [
     "hello",
     "alloc_pd",
     "reg_mr",
     "dereg_mr",
     "read_mr",
     "write_mr",
+    "read_canary",
     "create_cq",
     "create_qp",
     "modify_qp",
@@ -320,7 +322,16 @@ pub struct RegMr {
     /// Initial bytes from offset 0, base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base64: Option<String>,
+    /// Canary bytes on each side of the region, 0..=[`MAX_CANARY`] (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_len: Option<u64>,
+    /// Value of every canary byte (default 0xA5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_fill: Option<u8>,
 }
+
+/// Most canary bytes on each side of a region.
+pub const MAX_CANARY: u64 = 4096;
 
 /// `dereg_mr`: an MR handle.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -474,7 +485,8 @@ fn default_hop_limit() -> u8 {
     64
 }
 
-/// QP attributes of SPEC §6.3; absent means "not given".
+/// QP attributes of SPEC §6.3 and the MP parameters of §7.1 (AGENT.md
+/// §6.9); absent means "not given".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)] // the attributes of SPEC §6.3 of the same names
@@ -507,6 +519,47 @@ pub struct Attrs {
     pub max_dest_rd_atomic: Option<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathAttr>,
+    /// `mp` (SPEC §7.1): the QP is an MP QP. INIT to RTR of an RC QP only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp: Option<bool>,
+    /// The distinct UDP source ports (0xC000–0xFFFF) the MP QP sends from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_entropy_set: Option<Vec<u16>>,
+    /// N, the size of the entropy set (the implementation picks the values
+    /// when `mp_entropy_set` is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_entropy_set_size: Option<u32>,
+    /// W, the receive window in PSNs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_window: Option<u32>,
+    /// DSCP that marks trimmed packets; absent or `null`: trimming off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_trim_dscp: Option<u8>,
+    /// Over IPv6, the flow label carries the entropy value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_flow_label_entropy: Option<bool>,
+}
+
+impl Attrs {
+    /// The names of the MP attributes (SPEC §7.1) this request gives, in
+    /// table order.
+    pub fn mp_given(&self) -> Vec<&'static str> {
+        [
+            ("mp", self.mp.is_some()),
+            ("mp_entropy_set", self.mp_entropy_set.is_some()),
+            ("mp_entropy_set_size", self.mp_entropy_set_size.is_some()),
+            ("mp_window", self.mp_window.is_some()),
+            ("mp_trim_dscp", self.mp_trim_dscp.is_some()),
+            (
+                "mp_flow_label_entropy",
+                self.mp_flow_label_entropy.is_some(),
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| name)
+        .collect()
+    }
 }
 
 /// `modify_qp`.
@@ -739,6 +792,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (Option<u64>, AgentError)> 
         "reg_mr" => Op::RegMr(fields(rest).map_err(fail)?),
         "dereg_mr" => Op::DeregMr(fields(rest).map_err(fail)?),
         "read_mr" => Op::ReadMr(fields(rest).map_err(fail)?),
+        "read_canary" => Op::ReadCanary(fields(rest).map_err(fail)?),
         "write_mr" => Op::WriteMr(fields(rest).map_err(fail)?),
         "create_cq" => Op::CreateCq(fields(rest).map_err(fail)?),
         "create_qp" => Op::CreateQp(fields(rest).map_err(fail)?),

@@ -415,15 +415,15 @@ impl RawPort {
         });
     }
 
-    /// Waits at most `timeout` for a frame and, if it is addressed to
-    /// `device`, hands it over at `clock.now_ns()`. Returns whether a frame
-    /// was handed over; an error only when receiving has failed for good.
-    pub fn receive(
+    /// Waits at most `timeout` for a frame addressed to `mac` (or to a
+    /// group address) and not sent from it, and returns it; `None` when
+    /// none came. Other frames are counted in `frames_filtered` and skipped.
+    /// An error only when receiving has failed for good.
+    pub fn recv_frame(
         &mut self,
-        device: &mut Device,
-        clock: &Clock,
+        mac: [u8; 6],
         timeout: Duration,
-    ) -> Result<bool, RawError> {
+    ) -> Result<Option<Vec<u8>>, RawError> {
         if let Some((consecutive, kind, text)) = &self.failed {
             return Err(RawError::Receive {
                 name: self.name.clone(),
@@ -434,39 +434,37 @@ impl RawPort {
         let event = if timeout.is_zero() {
             match self.rx.try_recv() {
                 Ok(event) => event,
-                Err(TryRecvError::Empty) => return Ok(false),
+                Err(TryRecvError::Empty) => return Ok(None),
                 Err(TryRecvError::Disconnected) => return Err(self.reader_gone()),
             }
         } else {
             match self.rx.recv_timeout(timeout) {
                 Ok(event) => event,
-                Err(RecvTimeoutError::Timeout) => return Ok(false),
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
                 Err(RecvTimeoutError::Disconnected) => return Err(self.reader_gone()),
             }
         };
         match event {
             RxEvent::Frame(frame) => {
-                let mac = device.config().mac;
                 let dst_ok = frame.get(0..6).is_some_and(|d| d == mac || d[0] & 1 == 1);
                 let from_self = frame.get(6..12).is_some_and(|s| s == mac);
                 if !dst_ok || from_self {
                     self.stats.frames_filtered += 1;
-                    Ok(false)
+                    Ok(None)
                 } else {
                     self.stats.frames_in += 1;
                     self.stats.bytes_in += frame.len() as u64;
-                    device.handle_frame(clock.now_ns(), &frame);
-                    Ok(true)
+                    Ok(Some(frame))
                 }
             }
             RxEvent::Oversize => {
                 self.stats.rx_oversize += 1;
-                Ok(false)
+                Ok(None)
             }
             RxEvent::Error(text) => {
                 self.stats.rx_errors += 1;
                 self.last_error = Some(format!("receive: {text}"));
-                Ok(false)
+                Ok(None)
             }
             RxEvent::Fatal(consecutive, source) => {
                 self.stats.rx_errors += 1;
@@ -478,6 +476,24 @@ impl RawPort {
                     source,
                 })
             }
+        }
+    }
+
+    /// Waits at most `timeout` for a frame and, if it is addressed to
+    /// `device`, hands it over at `clock.now_ns()`. Returns whether a frame
+    /// was handed over; an error only when receiving has failed for good.
+    pub fn receive(
+        &mut self,
+        device: &mut Device,
+        clock: &Clock,
+        timeout: Duration,
+    ) -> Result<bool, RawError> {
+        match self.recv_frame(device.config().mac, timeout)? {
+            Some(frame) => {
+                device.handle_frame(clock.now_ns(), &frame);
+                Ok(true)
+            }
+            None => Ok(false),
         }
     }
 

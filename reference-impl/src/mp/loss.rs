@@ -13,6 +13,30 @@ pub(crate) enum UnitState {
     Sacked,
 }
 
+/// Why a PSN (or a READ response range) is sent again, for the counters of
+/// SPEC §9.3: rule (a) of §7.8 or MR-MPR-6's K later responses, rule (b)
+/// (the RTO), or a NAK 0x65 / trimmed READ response (§7.10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LossRule {
+    /// K later transmissions acknowledged (`mp_retx_reorder`).
+    Reorder,
+    /// The retransmission timeout (`mp_retx_timeout`).
+    Timeout,
+    /// Trimmed (`mp_retx_trim`); never retires the entropy value.
+    Trim,
+}
+
+impl LossRule {
+    /// Counts one retransmission under this rule.
+    pub(crate) fn count(self, c: &mut crate::counters::Counters) {
+        match self {
+            LossRule::Reorder => c.mp_retx_reorder += 1,
+            LossRule::Timeout => c.mp_retx_timeout += 1,
+            LossRule::Trim => c.mp_retx_trim += 1,
+        }
+    }
+}
+
 /// One unit of the requester's flight.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Unit {
@@ -34,6 +58,9 @@ pub(crate) struct Unit {
     pub sends: u32,
     /// An atomic: acknowledged only by its Atomic Acknowledge.
     pub atomic: bool,
+    /// Why it waits to be sent again (`Lost`); `None` after an RNR wait,
+    /// which is no loss.
+    pub lost_by: Option<LossRule>,
 }
 
 /// MR-MPL-3 / MR-MPL-4: counts, for every in-flight unit, the newly
@@ -79,6 +106,7 @@ mod tests {
             later_acked: 0,
             sends: 1,
             atomic: false,
+            lost_by: None,
         }
     }
 

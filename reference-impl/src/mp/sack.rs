@@ -3,7 +3,7 @@
 //! bitmap of §7.6. PSNs are kept as unwrapped indices from `rq_psn`.
 
 use metaroce_codec::Psn;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 /// How a request PSN relates to the window (MR-MPW-1, MR-MPW-3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,8 +23,10 @@ pub(crate) struct RecvMap {
     origin: Psn,
     /// Index of the first PSN not received: c = cum_next − 1.
     cum_next: u64,
-    /// Received indices later than c + 1.
-    above: BTreeSet<u64>,
+    /// Received indices later than c + 1, as disjoint, non-adjacent
+    /// ranges `start → end` (exclusive): a READ block of millions of PSNs
+    /// costs one entry, not millions (MR-ROB-7).
+    above: BTreeMap<u64, u64>,
     window: u32,
 }
 
@@ -33,7 +35,7 @@ impl RecvMap {
         RecvMap {
             origin: Psn::new(rq_psn),
             cum_next: 0,
-            above: BTreeSet::new(),
+            above: BTreeMap::new(),
             window,
         }
     }
@@ -50,7 +52,32 @@ impl RecvMap {
 
     /// h: the latest index received, if any later than c.
     fn high(&self) -> Option<u64> {
-        self.above.last().copied()
+        self.above.last_key_value().map(|(_, &end)| end - 1)
+    }
+
+    /// Whether `idx` lies in a received range beyond c + 1.
+    fn above_has(&self, idx: u64) -> bool {
+        self.above
+            .range(..=idx)
+            .next_back()
+            .is_some_and(|(_, &end)| idx < end)
+    }
+
+    /// Adds `[start, end)` to the ranges beyond c, merging neighbours.
+    fn insert_range(&mut self, mut start: u64, mut end: u64) {
+        if let Some((&s, &e)) = self.above.range(..=start).next_back()
+            && e >= start
+        {
+            start = s;
+            end = end.max(e);
+        }
+        let swallowed: Vec<u64> = self.above.range(start..=end).map(|(&s, _)| s).collect();
+        for s in swallowed {
+            if let Some(e) = self.above.remove(&s) {
+                end = end.max(e);
+            }
+        }
+        self.above.insert(start, end);
     }
 
     /// Classifies a request PSN (MR-MPW-1, MR-MPW-3).
@@ -63,7 +90,7 @@ impl RecvMap {
             return PsnClass::OutOfWindow;
         }
         let idx = self.cum_next + u64::from(d) - 1;
-        if self.above.contains(&idx) {
+        if self.above_has(idx) {
             PsnClass::Duplicate
         } else {
             PsnClass::New(idx)
@@ -72,7 +99,7 @@ impl RecvMap {
 
     /// Whether the index has been received.
     pub(crate) fn has(&self, idx: u64) -> bool {
-        idx < self.cum_next || self.above.contains(&idx)
+        idx < self.cum_next || self.above_has(idx)
     }
 
     /// The index of a PSN at or before c (duplicates), when within 2^23.
@@ -89,13 +116,16 @@ impl RecvMap {
         let h = self.high().unwrap_or(self.cum_next.wrapping_sub(1));
         let opens = idx > self.cum_next && (self.high().is_none() || idx > h + 1);
         let fills = self.high().is_some_and(|h| idx < h);
-        for i in idx..idx + u64::from(n) {
-            if i >= self.cum_next {
-                self.above.insert(i);
-            }
+        let (start, end) = (idx.max(self.cum_next), idx + u64::from(n));
+        if start < end {
+            self.insert_range(start, end);
         }
-        while self.above.remove(&self.cum_next) {
-            self.cum_next += 1;
+        while let Some((&s, &e)) = self.above.first_key_value() {
+            if s > self.cum_next {
+                break;
+            }
+            self.cum_next = self.cum_next.max(e);
+            self.above.remove(&s);
         }
         (opens, fills)
     }
@@ -163,6 +193,34 @@ mod tests {
         m.mark(5, 1);
         assert_eq!(m.classify(Psn::new(15)), PsnClass::Duplicate);
         assert_eq!(m.index_of_old(Psn::new(11)), Some(1));
+    }
+
+    #[test]
+    fn huge_read_block_is_one_range() {
+        // MR-ROB-7: a READ of 2^31 bytes at PMTU 256 reserves 2^23 PSNs;
+        // marking them is constant work.
+        let mut m = RecvMap::new(0, 1024);
+        m.mark(3, 1 << 23);
+        assert!(m.has(3) && m.has(1 << 22) && !m.has(2) && !m.has(3 + (1 << 23)));
+        assert_eq!(m.above.len(), 1);
+        m.mark(0, 3);
+        assert_eq!(m.cum_next(), 3 + (1 << 23));
+        assert!(m.above.is_empty());
+    }
+
+    #[test]
+    fn ranges_merge_and_fill() {
+        let mut m = RecvMap::new(0, 1024);
+        m.mark(10, 2); // 10, 11
+        m.mark(14, 1); // 14
+        m.mark(12, 2); // 12, 13 joins both
+        assert_eq!(m.above.len(), 1);
+        assert!(m.has(14) && !m.has(15) && !m.has(9));
+        assert_eq!(m.mark(5, 1), (false, true), "5 lies before h = 14: fills");
+        m.mark(0, 5);
+        assert_eq!(m.cum_next(), 6);
+        m.mark(6, 4);
+        assert_eq!(m.cum_next(), 15);
     }
 
     #[test]

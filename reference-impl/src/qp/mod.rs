@@ -190,6 +190,9 @@ pub(crate) struct QpConfig {
     /// Largest span of outstanding PSNs (MR-PSN-4: far below 2^23).
     pub window: u32,
     pub max_msg_size: u64,
+    /// The device's bug-zoo mutant (feature `zoo`).
+    #[cfg(feature = "zoo")]
+    pub mutant: Option<crate::zoo::Mutant>,
 }
 
 impl QpConfig {
@@ -462,7 +465,7 @@ impl Qp {
     }
 
     pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>) -> Option<Vec<u8>> {
-        let frame = match &mut self.transport {
+        let built = match &mut self.transport {
             Transport::Rc(rc) => rc.poll_transmit(&self.cfg, self.state, env),
             Transport::Mp(mp) => mp.poll_transmit(&self.cfg, self.state, env),
             Transport::Ud(ud) => {
@@ -476,6 +479,9 @@ impl Qp {
                 out
             }
         };
+        // zoo: padcnt-zero — PadCnt 0 on every packet the QP sends.
+        let frame =
+            zoo!(self.cfg.mutant, PadcntZero => built.map(crate::zoo::zero_padcnt), else built);
         self.settle(env);
         frame
     }

@@ -38,6 +38,11 @@ pub struct ServeCmd {
     /// Longest data-plane pump between two looks at the requests, in µs.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     slice_us: u64,
+    /// Run a mutant of the bug zoo (reference-impl/ZOO.md) instead of the
+    /// correct transport, for testing a conformance harness.
+    #[cfg(feature = "zoo")]
+    #[arg(long)]
+    mutant: Option<metaroce_ref::zoo::Mutant>,
 }
 
 fn parse_seed(s: &str) -> Result<[u8; 32], String> {
@@ -55,6 +60,8 @@ impl ServeCmd {
             ip: self.ip,
             seed: self.seed,
             slice: Duration::from_micros(self.slice_us),
+            #[cfg(feature = "zoo")]
+            mutant: self.mutant,
         }
     }
 }
@@ -105,6 +112,13 @@ mod tests {
         assert_eq!(a.seed, Some([0xab; 32]));
         assert_eq!(a.slice, Duration::from_micros(250));
         assert_eq!(parse(&[]).unwrap(), ServeArgs::default());
+        #[cfg(feature = "zoo")]
+        {
+            let m = parse(&["--mutant", "icrc-not-checked"]).unwrap();
+            assert_eq!(m.mutant, Some(metaroce_ref::zoo::Mutant::IcrcNotChecked));
+            let e = parse(&["--mutant", "nope"]).unwrap_err().to_string();
+            assert!(e.contains("valid names: msn-off-by-one"), "{e}");
+        }
         for bad in [
             &["--mac", "zz"][..],
             &["--seed", "abcd"],

@@ -3,7 +3,7 @@
 
 use super::MpRequester;
 use crate::cq::WcStatus;
-use crate::mp::loss::{UnitState, by_reorder};
+use crate::mp::loss::{LossRule, UnitState, by_reorder};
 use crate::mp::rtt::sample_from_echo;
 use crate::qp::{Env, QpConfig};
 use crate::rx::RxPacket;
@@ -69,7 +69,10 @@ impl MpRequester {
         for key in keys {
             self.ack_unit(key, &mut acked);
         }
-        if matches!(syn, 0x00..=0x1F) || pkt.bth.opcode == Opcode::MP_ATOMIC_ACK {
+        // zoo: mp-go-back-n — the bitmap is ignored.
+        if (matches!(syn, 0x00..=0x1F) || pkt.bth.opcode == Opcode::MP_ATOMIC_ACK)
+            && !zoo!(cfg.mutant, MpGoBackN)
+        {
             self.ack_bitmap(&s, &mut acked);
         }
         if !acked.seqs.is_empty() {
@@ -87,7 +90,7 @@ impl MpRequester {
                 // MR-MPL-3: rule (a).
                 let lost = by_reorder(self.units.iter_mut(), &mut acked.seqs, self.k);
                 for key in lost {
-                    self.deem_lost(key, true, now, env);
+                    self.deem_lost(key, LossRule::Reorder, now, env);
                 }
                 if acked.bytes > 0 {
                     // MR-MPC-2, MR-MPC-9.
@@ -118,7 +121,7 @@ impl MpRequester {
                         .get(&b)
                         .is_some_and(|u| u.state == UnitState::InFlight)
                 {
-                    self.deem_lost(b, false, now, env);
+                    self.deem_lost(b, LossRule::Trim, now, env);
                 }
             }
             _ => {

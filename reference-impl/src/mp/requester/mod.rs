@@ -13,7 +13,7 @@ mod send;
 use super::cc::Cwnd;
 use super::config::MpConfig;
 use super::entropy::EntropySet;
-use super::loss::{Unit, UnitState};
+use super::loss::{LossRule, Unit, UnitState};
 use super::probe::Probes;
 use super::rtt::RttEstimator;
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
@@ -49,7 +49,7 @@ pub(crate) struct MpWqe {
     /// response arrival (MR-MPR-6).
     pub activity: u64,
     /// READ: ranges (first packet, packets) to re-request.
-    pub rereq: VecDeque<(u32, u32)>,
+    pub rereq: VecDeque<(u32, u32, LossRule)>,
     /// A local error found when the WQE was started.
     pub error: Option<WcStatus>,
 }
@@ -162,7 +162,12 @@ impl MpRequester {
             tx_seq: 0,
             in_flight: 0,
             rd_outstanding: 0,
-            entropy: EntropySet::new(mp.values.clone(), seed),
+            // zoo: mp-single-entropy — a set of one value.
+            entropy: EntropySet::new(
+                zoo!(cfg.mutant, MpSingleEntropy => mp.values.iter().take(1).copied().collect(),
+                    else mp.values.clone()),
+                seed,
+            ),
             probes: Probes::new(t.retire_hold_ns, t.retire_hold_max_ns),
             rtt: RttEstimator::new(t),
             cc: Cwnd::new(t, cfg.pmtu),
@@ -399,9 +404,9 @@ impl MpRequester {
         Some(u)
     }
 
-    /// Deems a unit lost. `attributable` retires its entropy value
+    /// Deems a unit lost under `rule`. A loss retires its entropy value
     /// (MR-MPF-1); trimming does not (MR-MPT-7).
-    pub(super) fn deem_lost(&mut self, key: u64, attributable: bool, now: u64, env: &mut Env<'_>) {
+    pub(super) fn deem_lost(&mut self, key: u64, rule: LossRule, now: u64, env: &mut Env<'_>) {
         let Some(u) = self.units.get_mut(&key) else {
             return;
         };
@@ -409,10 +414,11 @@ impl MpRequester {
             self.in_flight = self.in_flight.saturating_sub(u.bytes);
         }
         u.state = UnitState::Lost;
+        u.lost_by = Some(rule);
         let v = u.entropy;
         self.by_tx.remove(&u.tx_seq);
         self.retx.insert(key);
-        if attributable && self.entropy.retire(v) {
+        if rule != LossRule::Trim && self.entropy.retire(v) {
             self.probes.on_retire(v, now);
             env.counters.mp_entropy_retired += 1;
         }
@@ -485,7 +491,7 @@ impl MpRequester {
             }
             self.retry_left -= 1;
             for key in expired {
-                self.deem_lost(key, true, now, env);
+                self.deem_lost(key, LossRule::Timeout, now, env);
             }
             for i in reads {
                 self.read_missing_all(i, now);
@@ -505,6 +511,7 @@ impl MpRequester {
                 self.in_flight = self.in_flight.saturating_sub(u.bytes);
             }
             u.state = UnitState::Lost;
+            u.lost_by = None;
             self.by_tx.remove(&u.tx_seq);
             self.retx.insert(key);
         }

@@ -5,6 +5,7 @@
 use super::MpRequester;
 use super::complete::Acked;
 use crate::cq::WcStatus;
+use crate::mp::loss::LossRule;
 use crate::mp::rtt::sample_from_echo;
 use crate::qp::{Env, QpConfig};
 use crate::rx::RxPacket;
@@ -45,8 +46,9 @@ impl MpRequester {
             return; // a duplicate response
         }
         if pkt.trimmed {
+            env.counters.mp_trimmed_received += 1;
             // MR-MPT-8: re-request that range at once, no retirement.
-            self.sq[i].rereq.push_back((q as u32, 1));
+            self.sq[i].rereq.push_back((q as u32, 1, LossRule::Trim));
             self.sq[i].asked[q] = now as u32;
             self.cc.on_loss(now, self.rtt.srtt());
             return;
@@ -91,7 +93,7 @@ impl MpRequester {
             w.rereq.clear();
         }
         if !missing.is_empty() {
-            self.ask(i, &missing, now);
+            self.ask(i, &missing, LossRule::Reorder, now);
         }
         // MR-MPA-11: a response acknowledges every PSN of the READ's block
         // and before.
@@ -109,7 +111,7 @@ impl MpRequester {
     /// Queues re-requests for the packets `missing` (ascending) of READ
     /// `i`, as contiguous ranges (MR-MPR-7, MR-MPR-8), and counts one
     /// missing-response decrease (MR-MPC-7).
-    fn ask(&mut self, i: usize, missing: &[usize], now: u64) {
+    fn ask(&mut self, i: usize, missing: &[usize], rule: LossRule, now: u64) {
         let w = &mut self.sq[i];
         let mut start: Option<(usize, usize)> = None;
         let mut ranges = Vec::new();
@@ -127,7 +129,7 @@ impl MpRequester {
         }
         ranges.extend(start);
         for (s, e) in ranges {
-            w.rereq.push_back((s as u32, (e - s) as u32));
+            w.rereq.push_back((s as u32, (e - s) as u32, rule));
         }
         self.cc.on_loss(now, self.rtt.srtt());
     }
@@ -142,7 +144,7 @@ impl MpRequester {
         w.rereq.clear();
         let missing: Vec<usize> = (0..w.got.len()).filter(|&j| !w.got[j]).collect();
         if !missing.is_empty() {
-            self.ask(i, &missing, now);
+            self.ask(i, &missing, LossRule::Timeout, now);
         }
     }
 }

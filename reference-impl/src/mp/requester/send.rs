@@ -107,10 +107,14 @@ impl MpRequester {
                 u.state = UnitState::InFlight;
                 u.later_acked = 0;
                 u.sends += 1;
+                u.lost_by = None;
                 self.in_flight += u.bytes;
             }
             self.by_tx.insert(seq, key);
             env.counters.retransmitted_packets += 1;
+            if let Some(rule) = u.lost_by {
+                rule.count(env.counters);
+            }
             path.udp_src_port = v;
             return Some(Some(stamp(path, out, env.now)));
         }
@@ -126,7 +130,7 @@ impl MpRequester {
             w.rereq.clear();
             return None;
         };
-        let &(from, count) = w.rereq.front()?;
+        let &(from, count, rule) = w.rereq.front()?;
         let offset = u64::from(from) * p;
         let len = (u64::from(from + count) * p).min(w.len) - offset;
         w.rereq.pop_front();
@@ -152,6 +156,7 @@ impl MpRequester {
         out.ack_req = true;
         out.ect = true;
         env.counters.retransmitted_packets += 1;
+        rule.count(env.counters);
         path.udp_src_port = self.entropy.next(env.now, None);
         Some(stamp(path, out, env.now))
     }
@@ -200,7 +205,8 @@ impl MpRequester {
                 }
             };
             let flight = if w.is_read() { w.len } else { bytes };
-            if !self.cc.allows(self.in_flight, flight) {
+            // zoo: mp-cwnd-ignored
+            if !self.cc.allows(self.in_flight, flight) && !zoo!(cfg.mutant, MpCwndIgnored) {
                 return None; // MR-MPC-1
             }
             let (msn, atomic, is_read) = (w.msn, w.wr.op.is_atomic(), w.is_read());
@@ -225,6 +231,7 @@ impl MpRequester {
                     later_acked: 0,
                     sends: 1,
                     atomic,
+                    lost_by: None,
                 },
             );
             self.by_tx.insert(seq, idx);

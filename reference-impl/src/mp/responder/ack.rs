@@ -69,7 +69,9 @@ impl MpResponder {
     }
 
     fn sacketh(&self, t: &Trigger) -> SackethRepr {
-        let (base, bitmap) = self.map.bitmap(t.idx, t.nak_base);
+        let (base, bits) = self.map.bitmap(t.idx, t.nak_base);
+        // zoo: mp-sack-off-by-one — bit i reports base + i + 1.
+        let bitmap = zoo!(self.mutant, MpSackOffByOne => bits << 1, else bits);
         SackethRepr {
             syndrome: Syndrome(t.syndrome),
             // MR-MPA-7.
@@ -102,6 +104,10 @@ impl MpResponder {
                 // MR-MPH-6, MR-MPA-3.
                 let mut out = Out::new(Opcode::MP_ACK, cum);
                 out.ext.sacketh = Some(self.sacketh(&t));
+                // zoo: mp-ack-echo-wrong — echoes its own entropy value.
+                zoo!(self.mutant, MpAckEchoWrong => if let Some(s) = out.ext.sacketh.as_mut() {
+                    s.echoed_entropy = path.udp_src_port;
+                });
                 out
             }
             Job::AtomicAck { first, orig, echo } => {

@@ -90,12 +90,19 @@ pub(crate) struct MpResponder {
     pub(super) coalesce_count: u32,
     pub(super) coalesce_time: u64,
     pub(super) now: u64,
+    /// The device's bug-zoo mutant (feature `zoo`).
+    #[cfg(feature = "zoo")]
+    pub(super) mutant: Option<crate::zoo::Mutant>,
 }
 
 impl MpResponder {
     pub(crate) fn new(cfg: &QpConfig, mp: &MpConfig, seed: u64) -> Self {
         MpResponder {
-            map: RecvMap::new(cfg.rq_psn, mp.window),
+            // zoo: mp-window-not-enforced — the window is the whole half-space.
+            map: RecvMap::new(
+                cfg.rq_psn,
+                zoo!(cfg.mutant, MpWindowNotEnforced => (1 << 23) - 1, else mp.window),
+            ),
             msgs: BTreeMap::new(),
             next_msn: 0,
             assign_msn: 0,
@@ -111,6 +118,8 @@ impl MpResponder {
             coalesce_count: u32::from(mp.tuning.ack_coalesce_count),
             coalesce_time: mp.tuning.ack_coalesce_time_ns,
             now: 0,
+            #[cfg(feature = "zoo")]
+            mutant: cfg.mutant,
         }
     }
 
@@ -172,6 +181,8 @@ impl MpResponder {
             probe: false,
         };
         if pkt.bth.opcode == Opcode::MP_PROBE {
+            // zoo: mp-probe-unanswered
+            zoo!(cfg.mutant, MpProbeUnanswered => return);
             // MR-MPF-5, MR-MPF-6: an MP ACK, no state change.
             return self.push_ack(Trigger {
                 probe: true,
@@ -180,6 +191,7 @@ impl MpResponder {
         }
         let class = self.map.classify(pkt.bth.psn);
         if pkt.trimmed {
+            env.counters.mp_trimmed_received += 1;
             // MR-MPT-2, MR-MPT-5: never placed; NAK 0x65 or a duplicate.
             if let PsnClass::New(idx) = class {
                 return self.push_ack(Trigger {
@@ -229,6 +241,8 @@ impl MpResponder {
         let Some(m) = pkt.ext.mpeth else { return };
         let msn = self.unwrap_msn(m.msn.value());
         let idx = self.map.index_of_old(pkt.bth.psn);
+        // zoo: mp-replace-after-complete — a duplicate WRITE is placed again.
+        zoo!(cfg.mutant, MpReplaceAfterComplete => crate::zoo::place_again(env.mem, cfg.pd, pkt));
         match pkt.bth.opcode {
             Opcode::MP_READ_REQUEST => {
                 if let (Some(r), Some(msn)) = (pkt.ext.reth, msn) {

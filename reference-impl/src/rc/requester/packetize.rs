@@ -219,6 +219,7 @@ fn build(
             };
             let opcode = opcode_for(is_write, first, last, imm.is_some(), inv.is_some());
             let mut out = Out::new(opcode, w.first.add(k).value());
+            out.ect = true; // MR-ENC-20, as READ requests and atomics
             if first && let Some(remote) = remote {
                 out.ext.reth = Some(RethRepr {
                     va: remote.va,
@@ -229,7 +230,8 @@ fn build(
             if last {
                 out.ext.immdt = imm.map(|value| ImmDtRepr { value });
                 out.ext.ieth = inv.map(|rkey| IethRepr { rkey });
-                out.ack_req = true; // MR-PKT-6
+                // zoo: ackreq-never-on-last
+                out.ack_req = zoo!(cfg.mutant, AckReqNeverOnLast => false, else true); // MR-PKT-6
                 // MR-BTH-7: SE only on the last packet of SEND / WRITE-imm.
                 out.se = w.wr.solicited && (!is_write || imm.is_some());
             }

@@ -79,12 +79,13 @@ impl Requester {
         if psn.is_after(self.cursor_psn()) {
             return; // a resend from an earlier PSN is already pending
         }
-        if self.retry_left == 0 {
+        // zoo: retry-forever — the exhausted counter is ignored.
+        if self.retry_left == 0 && !zoo!(cfg.mutant, RetryForever) {
             // Counter at 0 and a retry is needed: fail the oldest (MR-TMR-5).
             self.fail_at(cfg, env, None, WcStatus::RetryExcErr);
             return;
         }
-        self.retry_left -= 1;
+        self.retry_left = self.retry_left.saturating_sub(1);
         self.retrying_from = Some(psn);
         self.seek(psn);
         self.ack_deadline = None; // restarted when the first packet leaves
@@ -127,6 +128,8 @@ impl Requester {
         self.seek(from);
         self.retrying_from = None;
         self.ack_deadline = None;
-        self.rnr_until = Some(env.now.saturating_add(rnr_timer_ns(timer)));
+        // zoo: rnr-wait-ignored
+        let wait = zoo!(cfg.mutant, RnrWaitIgnored => 0, else rnr_timer_ns(timer));
+        self.rnr_until = Some(env.now.saturating_add(wait));
     }
 }

@@ -148,11 +148,15 @@ impl Responder {
         }
         self.epsn = self.epsn.add(1); // MR-RSP-1
         if pkt.bth.ack_req {
+            // zoo: ack-psn-off-by-one
+            let acked = zoo!(cfg.mutant, AckPsnOffByOne => psn.add(1), else psn);
             // MR-ACK-1, MR-ACK-2.
             self.responses.push(Response::Ack {
-                psn,
-                syndrome: ACK_SYNDROME,
-                msn: self.msn,
+                psn: acked,
+                // zoo: credit-code-zero
+                syndrome: zoo!(cfg.mutant, CreditCodeZero => 0x00, else ACK_SYNDROME),
+                // zoo: msn-off-by-one
+                msn: zoo!(cfg.mutant, MsnOffByOne => self.msn.add(1), else self.msn),
             });
         }
     }
@@ -208,7 +212,8 @@ impl Responder {
             return Ok(());
         }
         let mut invalidated = None;
-        if let Some(ieth) = pkt.ext.ieth {
+        // zoo: send-inv-ignored — the IETH is not acted on.
+        if let Some(ieth) = zoo!(cfg.mutant, SendInvIgnored => None, else pkt.ext.ieth) {
             // MR-RSP-10.
             if env.mem.invalidate(cfg.pd, ieth.rkey).is_err() {
                 return Err((
@@ -253,8 +258,12 @@ impl Responder {
                             cfg.pd,
                             r.rkey,
                             r.va,
-                            u64::from(r.dma_len),
-                            Access::REMOTE_WRITE,
+                            // zoo: rkey-bounds-off-by-one — one byte short.
+                            zoo!(cfg.mutant, RkeyBoundsOffByOne => u64::from(r.dma_len) - 1,
+                                else u64::from(r.dma_len)),
+                            // zoo: write-access-unchecked
+                            zoo!(cfg.mutant, WriteAccessUnchecked => Access::NONE,
+                                else Access::REMOTE_WRITE),
                         )
                         .is_err()
                 {
@@ -274,7 +283,16 @@ impl Responder {
             ) => (rkey, va, remaining, total),
             _ => return Err((NAK_INVALID, None)),
         };
-        if !pkt.payload.is_empty() && env.mem.remote_write(cfg.pd, rkey, va, pkt.payload).is_err() {
+        if !pkt.payload.is_empty()
+            // zoo: rkey-bounds-off-by-one, write-access-unchecked — the
+            // write makes the weakened checks above, not the correct ones.
+            && zoo!(cfg.mutant, RkeyBoundsOffByOne
+                => env.mem.zoo_remote_write(cfg.pd, rkey, va, pkt.payload, Access::REMOTE_WRITE, 1),
+                else zoo!(cfg.mutant, WriteAccessUnchecked
+                    => env.mem.zoo_remote_write(cfg.pd, rkey, va, pkt.payload, Access::NONE, 0),
+                    else env.mem.remote_write(cfg.pd, rkey, va, pkt.payload)))
+            .is_err()
+        {
             return Err((NAK_ACCESS, None));
         }
         let len = pkt.payload.len() as u64;
@@ -318,8 +336,10 @@ impl Responder {
         let data = if r.dma_len == 0 {
             Ok(Vec::new())
         } else {
-            env.mem
-                .remote_read(cfg.pd, r.rkey, r.va, u64::from(r.dma_len))
+            // zoo: read-leak — up to 4 KiB past the MR end, from what follows it.
+            zoo!(cfg.mutant, ReadLeak
+                => env.mem.zoo_remote_read(cfg.pd, r.rkey, r.va, u64::from(r.dma_len), 4096),
+                else env.mem.remote_read(cfg.pd, r.rkey, r.va, u64::from(r.dma_len)))
         };
         let data = match data {
             Ok(d) => d,

@@ -96,7 +96,8 @@ impl Responder {
             }
             PsnClass::Ahead => {
                 // MR-NAK-1, MR-NAK-2, MR-RNR-2, MR-SEC-10: never executed.
-                if self.gap == GapState::Open {
+                // zoo: seq-nak-every-packet
+                if self.gap == GapState::Open || zoo!(cfg.mutant, SeqNakEveryPacket) {
                     self.responses.push(Response::Ack {
                         psn: self.epsn,
                         syndrome: 0x60,
@@ -118,9 +119,9 @@ impl Responder {
         let psn = pkt.bth.psn;
         let action = match pkt.bth.opcode {
             Opcode::RC_READ_REQUEST => match pkt.ext.reth {
-                Some(r) => self
-                    .resources
-                    .match_read(psn, r.va, r.rkey, r.dma_len, cfg.pmtu),
+                // zoo: dup-read-ignored
+                Some(r) => zoo!(cfg.mutant, DupReadIgnored => DupAction::Drop,
+                    else self.resources.match_read(psn, r.va, r.rkey, r.dma_len, cfg.pmtu)),
                 None => DupAction::Drop,
             },
             Opcode::RC_CMP_SWAP | Opcode::RC_FETCH_ADD => self.resources.match_atomic(psn),
@@ -161,11 +162,16 @@ impl Responder {
                     Err(_) => self.fatal(cfg, env, psn, 0x62, None),
                 }
             }
-            DupAction::Replay { psn, orig } => self.responses.push(Response::AtomicAck {
-                psn,
-                orig,
-                msn: self.msn,
-            }),
+            DupAction::Replay { psn, orig } => {
+                // zoo: atomic-replay-reexecutes — executed again, not replayed.
+                let kept = zoo!(cfg.mutant, AtomicReplayReexecutes
+                    => crate::zoo::atomic_again(env.mem, cfg.pd, pkt).unwrap_or(orig), else orig);
+                self.responses.push(Response::AtomicAck {
+                    psn,
+                    orig: kept,
+                    msn: self.msn,
+                })
+            }
             DupAction::Drop => {}
         }
     }

@@ -17,7 +17,8 @@ impl Responder {
         }
         self.responses.push(Response::Ack {
             psn,
-            syndrome: 0x20 | (cfg.min_rnr_timer & 0x1F),
+            // zoo: rnr-timer-code-zero
+            syndrome: 0x20 | zoo!(cfg.mutant, RnrTimerCodeZero => 0, else cfg.min_rnr_timer & 0x1F),
             msn: self.msn,
         });
         self.gap = GapState::RnrNakSent;

@@ -1,0 +1,84 @@
+//! Implementations under test (DESIGN §2.1): a data plane (whole frames in
+//! and out) and a control plane (the agent protocol of
+//! `reference-impl/AGENT.md`), behind one trait.
+//!
+//! - [`builtin`]: the reference transport in process, on virtual time (the
+//!   default; no privileges; `builtin:mutant=NAME` selects a bug-zoo variant);
+//! - [`raw`]: AF_PACKET frames on an interface and an agent over TCP;
+//! - `pcap` (feature `libpcap`): libpcap injection and capture, agent over TCP.
+
+pub mod agent_client;
+pub mod builtin;
+#[cfg(feature = "libpcap")]
+pub mod pcap;
+pub mod raw;
+pub mod spec;
+
+pub use spec::IutSpec;
+
+use serde_json::Value;
+use std::fmt;
+
+/// A frame the IUT sent, with the time the harness saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// Nanoseconds on the IUT clock of [`Iut::now_ns`].
+    pub at_ns: u64,
+    /// The frame.
+    pub bytes: Vec<u8>,
+}
+
+/// The test bed failed (never blamed on the IUT: the verdict is ERROR).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IutError(pub String);
+
+impl fmt::Display for IutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for IutError {}
+
+/// The data plane's addresses of one side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// MAC address.
+    pub mac: [u8; 6],
+    /// IPv4 address.
+    pub ip: core::net::Ipv4Addr,
+}
+
+/// One implementation under test.
+pub trait Iut {
+    /// A one-line description for reports (`builtin`, `raw:veth0 agent 10.0.0.2:7471`).
+    fn describe(&self) -> String;
+
+    /// Whether time is virtual (exact windows, no calibration margin).
+    fn virtual_time(&self) -> bool;
+
+    /// The harness's own data-plane addresses.
+    fn harness(&self) -> Endpoint;
+
+    /// One agent request (a JSON object without `id`; the adapter adds it).
+    /// Returns the reply object, `ok` true or false; an `Err` only when the
+    /// agent cannot be reached.
+    fn agent(&mut self, request: Value) -> Result<Value, IutError>;
+
+    /// Sends one frame to the IUT.
+    fn send(&mut self, frame: &[u8]) -> Result<(), IutError>;
+
+    /// The next frame from the IUT, waiting until `deadline_ns` at the latest;
+    /// `None` when none came by then. On virtual time, time advances to
+    /// the frame (or the deadline).
+    fn recv(&mut self, deadline_ns: u64) -> Result<Option<Observed>, IutError>;
+
+    /// The current time in nanoseconds.
+    fn now_ns(&self) -> u64;
+
+    /// Lets time pass until `until_ns`, keeping frames for `recv`.
+    fn advance(&mut self, until_ns: u64) -> Result<(), IutError>;
+
+    /// Drops every frame received and not yet taken (between tests).
+    fn drain(&mut self) -> Result<Vec<Observed>, IutError>;
+}

@@ -1,0 +1,141 @@
+//! A live IUT through libpcap (feature `libpcap`): frames injected with
+//! `pcap_sendpacket` and captured with a BPF filter for the harness's MAC,
+//! control through an agent over TCP. The same contract as [`super::raw`],
+//! for systems where libpcap is the way to a port (or AF_PACKET is not).
+
+use super::agent_client::AgentClient;
+use super::{Endpoint, Iut, IutError, Observed};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// An IUT reached through libpcap and an agent.
+pub struct Pcap {
+    capture: pcap::Capture<pcap::Active>,
+    agent: AgentClient,
+    harness: Endpoint,
+    start: Instant,
+    queue: VecDeque<Observed>,
+    label: String,
+}
+
+impl std::fmt::Debug for Pcap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+fn mac_text(mac: [u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+impl Pcap {
+    /// Opens `iface` through libpcap and connects to the agent.
+    pub fn open(
+        iface: &str,
+        agent: &str,
+        mac: Option<[u8; 6]>,
+        ip: core::net::Ipv4Addr,
+    ) -> Result<Self, IutError> {
+        let err = |e: pcap::Error| IutError(format!("pcap:{iface}: {e}"));
+        let mac = match mac {
+            Some(m) => m,
+            None => metaroce_ref::drivers::raw::interface_mac(iface)
+                .map_err(|e| IutError(format!("{iface}: {e}; give --mac")))?,
+        };
+        let mut capture = pcap::Capture::from_device(iface)
+            .map_err(err)?
+            .snaplen(65_535)
+            .promisc(true)
+            .timeout(1)
+            .immediate_mode(true)
+            .open()
+            .map_err(err)?;
+        let filter = format!(
+            "(ether dst {} or ether multicast) and not ether src {}",
+            mac_text(mac),
+            mac_text(mac)
+        );
+        capture.filter(&filter, true).map_err(err)?;
+        let agent = AgentClient::connect(agent)?;
+        let label = format!("pcap:{iface} agent {}", agent.addr());
+        Ok(Pcap {
+            capture,
+            agent,
+            harness: Endpoint { mac, ip },
+            start: Instant::now(),
+            queue: VecDeque::new(),
+            label,
+        })
+    }
+
+    /// Takes at most one frame from libpcap (waits at most its 1 ms timeout).
+    fn pull(&mut self) -> Result<bool, IutError> {
+        match self.capture.next_packet() {
+            Ok(p) => {
+                let bytes = p.data.to_vec();
+                let at_ns = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.queue.push_back(Observed { at_ns, bytes });
+                Ok(true)
+            }
+            Err(pcap::Error::TimeoutExpired) => Ok(false),
+            Err(e) => Err(IutError(format!("{}: {e}", self.label))),
+        }
+    }
+}
+
+impl Iut for Pcap {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn virtual_time(&self) -> bool {
+        false
+    }
+
+    fn harness(&self) -> Endpoint {
+        self.harness
+    }
+
+    fn agent(&mut self, request: Value) -> Result<Value, IutError> {
+        self.agent.call(request)
+    }
+
+    fn send(&mut self, frame: &[u8]) -> Result<(), IutError> {
+        self.capture
+            .sendpacket(frame)
+            .map_err(|e| IutError(format!("{}: send: {e}", self.label)))
+    }
+
+    fn recv(&mut self, deadline_ns: u64) -> Result<Option<Observed>, IutError> {
+        loop {
+            if let Some(o) = self.queue.pop_front() {
+                return Ok(Some(o));
+            }
+            if self.now_ns() >= deadline_ns {
+                return Ok(None);
+            }
+            self.pull()?;
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn advance(&mut self, until_ns: u64) -> Result<(), IutError> {
+        while self.now_ns() < until_ns {
+            self.pull()?;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self) -> Result<Vec<Observed>, IutError> {
+        let until = self.now_ns() + Duration::from_millis(1).as_nanos() as u64;
+        self.advance(until)?;
+        Ok(self.queue.drain(..).collect())
+    }
+}

@@ -1,0 +1,138 @@
+//! A live IUT on a link: frames through an AF_PACKET socket on an
+//! interface (the reference transport's `RawPort`, pnet inside), control
+//! through an agent over TCP. Time is the wall clock.
+
+use super::agent_client::AgentClient;
+use super::{Endpoint, Iut, IutError, Observed};
+use metaroce_ref::drivers::raw::{RawConfig, RawPort};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// An IUT reached over a raw interface and an agent.
+pub struct Raw {
+    port: RawPort,
+    agent: AgentClient,
+    harness: Endpoint,
+    start: Instant,
+    queue: VecDeque<Observed>,
+    label: String,
+}
+
+impl std::fmt::Debug for Raw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+impl Raw {
+    /// Opens `iface` and connects to the agent at `agent`. The harness
+    /// uses the interface's MAC unless `mac` is given, and the address
+    /// `ip` (not configured on the interface, so the kernel does not answer
+    /// RoCE frames itself).
+    pub fn open(
+        iface: &str,
+        agent: &str,
+        mac: Option<[u8; 6]>,
+        ip: core::net::Ipv4Addr,
+    ) -> Result<Self, IutError> {
+        let config = RawConfig {
+            promiscuous: mac.is_some(),
+            ..RawConfig::default()
+        };
+        let port = RawPort::open(iface, config).map_err(|e| IutError(e.to_string()))?;
+        let mac = mac
+            .or(port.interface_mac())
+            .ok_or_else(|| IutError(format!("{iface}: no MAC address; give --mac")))?;
+        let agent = AgentClient::connect(agent)?;
+        let label = format!("raw:{iface} agent {}", agent.addr());
+        Ok(Raw {
+            port,
+            agent,
+            harness: Endpoint { mac, ip },
+            start: Instant::now(),
+            queue: VecDeque::new(),
+            label,
+        })
+    }
+
+    fn pull(&mut self, timeout: Duration) -> Result<bool, IutError> {
+        match self
+            .port
+            .recv_frame(self.harness.mac, timeout)
+            .map_err(|e| IutError(e.to_string()))?
+        {
+            Some(bytes) => {
+                let at_ns = self.now_ns();
+                self.queue.push_back(Observed { at_ns, bytes });
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+impl Iut for Raw {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn virtual_time(&self) -> bool {
+        false
+    }
+
+    fn harness(&self) -> Endpoint {
+        self.harness
+    }
+
+    fn agent(&mut self, request: Value) -> Result<Value, IutError> {
+        let reply = self.agent.call(request);
+        // Frames that came while the agent answered stay queued in order.
+        while self.pull(Duration::ZERO)? {}
+        reply
+    }
+
+    fn send(&mut self, frame: &[u8]) -> Result<(), IutError> {
+        let errors = self.port.stats().tx_errors;
+        self.port.send(frame);
+        if self.port.stats().tx_errors > errors {
+            let why = self.port.last_error().unwrap_or("send failed");
+            return Err(IutError(format!(
+                "{why} ({} bytes; is the link's MTU large enough for the vector's PMTU?)",
+                frame.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self, deadline_ns: u64) -> Result<Option<Observed>, IutError> {
+        loop {
+            if let Some(o) = self.queue.pop_front() {
+                return Ok(Some(o));
+            }
+            let now = self.now_ns();
+            if now >= deadline_ns {
+                return Ok(None);
+            }
+            let wait = Duration::from_nanos((deadline_ns - now).min(10_000_000));
+            self.pull(wait)?;
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn advance(&mut self, until_ns: u64) -> Result<(), IutError> {
+        while self.now_ns() < until_ns {
+            let wait = Duration::from_nanos((until_ns - self.now_ns()).min(10_000_000));
+            self.pull(wait)?;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self) -> Result<Vec<Observed>, IutError> {
+        while self.pull(Duration::ZERO)? {}
+        Ok(self.queue.drain(..).collect())
+    }
+}

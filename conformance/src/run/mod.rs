@@ -1,0 +1,224 @@
+//! The conformance runner (DESIGN §2.1–2.3): binds a vector set to an IUT,
+//! runs every test, and collects verdicts for the reports.
+//!
+//! - [`iut`]: the implementations under test (builtin, raw, pcap);
+//! - [`session`]: one vector against an IUT;
+//! - [`codec_judge`]: static codec vectors (no IUT);
+//! - [`packet`], [`matching`], [`context`]: building stimuli, judging what comes back;
+//! - [`capability`]: the IUT's capability profile and the expectations file;
+//! - [`verdict`]: verdicts and test results.
+
+pub mod capability;
+pub mod codec_judge;
+pub mod context;
+pub mod iut;
+pub mod matching;
+pub mod packet;
+pub mod session;
+pub mod verdict;
+
+use crate::vector::VectorSet;
+use capability::Expectations;
+use iut::{Endpoint, Iut, IutError};
+use serde_json::{Map, Value, json};
+use session::{TestBed, missing_capabilities, run_test};
+use std::path::Path;
+use std::time::Instant;
+use verdict::{TestResult, Verdict};
+
+/// How the suite runs.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Seed of the harness's choices (QPNs, PSNs); each test derives its own.
+    pub seed: u64,
+    /// Only vectors whose id contains one of these (all when empty).
+    pub filters: Vec<String>,
+    /// Capability keys overriding what the agent declares.
+    pub profile_override: Map<String, Value>,
+    /// Known failures.
+    pub expectations: Expectations,
+    /// Extra time for every window on a live IUT; measured when `None`.
+    pub margin_ns: Option<u64>,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct SuiteResult {
+    /// `implementation` of the agent's hello, and the IUT description.
+    pub iut: String,
+    /// The capability profile used.
+    pub profile: Map<String, Value>,
+    /// The window margin used on a live IUT (0 on virtual time), and how it was found.
+    pub margin: String,
+    /// One result per vector, in vector order.
+    pub tests: Vec<TestResult>,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+impl SuiteResult {
+    /// How many tests got `verdict`.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.tests.iter().filter(|t| t.verdict == verdict).count()
+    }
+
+    /// The exit code of DESIGN §2.3.
+    pub fn exit_code(&self) -> u8 {
+        if self.count(Verdict::Fail) > 0 {
+            crate::exit::FAIL
+        } else if self.count(Verdict::Error) + self.count(Verdict::Inconc) > 0 {
+            crate::exit::ERROR
+        } else {
+            crate::exit::OK
+        }
+    }
+}
+
+fn selected(id: &str, filters: &[String]) -> bool {
+    filters.is_empty() || filters.iter().any(|f| id.contains(f.as_str()))
+}
+
+/// Number of tests a run of `set` with `options` makes.
+pub fn planned(set: &VectorSet, options: &RunOptions) -> usize {
+    set.tests
+        .iter()
+        .filter(|v| selected(&v.vector.id, &options.filters))
+        .count()
+        + set
+            .codec
+            .iter()
+            .filter(|v| selected(&v.vector.id, &options.filters))
+            .count()
+}
+
+/// Asks the agent who it is and what it declares.
+fn hello(iut: &mut dyn Iut) -> Result<(String, Map<String, Value>, Endpoint, bool), IutError> {
+    let reply = iut.agent(json!({"op": "hello", "v": 1, "client": "metaroce run"}))?;
+    let endpoint = hello_endpoint(&reply)?;
+    let map = reply
+        .as_object()
+        .filter(|m| m.get("ok") == Some(&Value::Bool(true)))
+        .ok_or_else(|| IutError(format!("hello failed: {reply}")))?;
+    let implementation = map
+        .get("implementation")
+        .map(|i| {
+            format!(
+                "{} {}",
+                i.get("name").and_then(Value::as_str).unwrap_or("?"),
+                i.get("version").and_then(Value::as_str).unwrap_or("?")
+            )
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let profile = map
+        .get("profile")
+        .and_then(Value::as_object)
+        .cloned()
+        .ok_or_else(|| IutError("hello: no profile in the reply".into()))?;
+    let canaries = map
+        .get("ops")
+        .and_then(Value::as_array)
+        .is_some_and(|ops| ops.iter().any(|o| o == "read_canary"));
+    Ok((implementation, profile, endpoint, canaries))
+}
+
+/// The data-plane addresses in a `hello` reply.
+pub fn hello_endpoint(reply: &Value) -> Result<Endpoint, IutError> {
+    let addresses = reply.get("addresses");
+    let mac_text = addresses
+        .and_then(|a| a.get("mac"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| IutError("hello: no addresses.mac".into()))?;
+    let ip_text = addresses
+        .and_then(|a| a.get("ipv4"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| IutError("hello: no addresses.ipv4".into()))?;
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = mac_text.split([':', '-']).collect();
+    if parts.len() != 6 {
+        return Err(IutError(format!("hello: bad MAC `{mac_text}`")));
+    }
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16)
+            .map_err(|_| IutError(format!("hello: bad MAC `{mac_text}`")))?;
+    }
+    let ip = ip_text
+        .parse()
+        .map_err(|_| IutError(format!("hello: bad IPv4 `{ip_text}`")))?;
+    Ok(Endpoint { mac, ip })
+}
+
+/// Runs the suite. `progress` is called after each test with (done, total, result).
+pub fn run_suite(
+    set: &VectorSet,
+    root: &Path,
+    iut: &mut dyn Iut,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(usize, usize, &TestResult),
+) -> Result<SuiteResult, IutError> {
+    let started = Instant::now();
+    let (implementation, mut profile, iut_addr, canaries) = hello(iut)?;
+    for (k, v) in &options.profile_override {
+        profile.insert(k.clone(), v.clone());
+    }
+    let (margin_ns, margin) = if iut.virtual_time() {
+        (0, "none (virtual time)".to_string())
+    } else if let Some(m) = options.margin_ns {
+        (m, format!("{} µs (given)", m / 1_000))
+    } else {
+        let m = capability::calibrate(iut)?;
+        (m.margin_ns, m.describe())
+    };
+    let total = planned(set, options);
+    let mut tests = Vec::with_capacity(total);
+    let rel = |p: &Path| {
+        p.strip_prefix(root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    };
+    for (i, loaded) in set.codec.iter().enumerate() {
+        if !selected(&loaded.vector.id, &options.filters) {
+            continue;
+        }
+        let mut result = codec_judge::judge(&loaded.vector, &rel(&loaded.file));
+        options.expectations.apply(&mut result);
+        tests.push(result);
+        progress(tests.len(), total, &tests[tests.len() - 1]);
+        let _ = i;
+    }
+    let mut stale_qpns = std::collections::BTreeSet::new();
+    for (i, loaded) in set.tests.iter().enumerate() {
+        let v = &loaded.vector;
+        if !selected(&v.id, &options.filters) {
+            continue;
+        }
+        let missing = missing_capabilities(v, &profile);
+        let mut result = if missing.is_empty() {
+            let seed = options.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let bed = TestBed {
+                profile: profile.clone(),
+                iut: iut_addr,
+                margin_ns,
+                seed,
+                canaries,
+                stale_qpns: stale_qpns.clone(),
+                harness_qpn: session::harness_qpn(seed, &stale_qpns),
+            };
+            let result = run_test(iut, &bed, v, &rel(&loaded.file));
+            stale_qpns.extend([bed.harness_qpn, bed.harness_qpn + 1]);
+            result
+        } else {
+            session::unsupported(v, &rel(&loaded.file), &missing)
+        };
+        options.expectations.apply(&mut result);
+        tests.push(result);
+        progress(tests.len(), total, &tests[tests.len() - 1]);
+    }
+    Ok(SuiteResult {
+        iut: format!("{implementation} via {}", iut.describe()),
+        profile,
+        margin,
+        tests,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
