@@ -44,7 +44,7 @@ fn selective_retransmission_of_the_missing_psn_conforms() {
     // PSNs 0..5 sent; 0 missing, 1..4 SACKed (4 ≥ K later PSNs acked): only
     // PSN 0 is resent, with R and AckReq ("MR-MPL-6", "MR-MPL-7").
     let mut p: Vec<(Pkt, u64, u8)> = (0..5).map(|i| (data(i, false), u64::from(i), 0)).collect();
-    p.push((sack(0xFF_FFFF, 0, 0b0111_1 << 59), 10, 0));
+    p.push((sack(0xFF_FFFF, 0, 0b1111 << 59), 10, 0));
     p.push((data(0, true), 20, 0));
     p.push((sack(4, 5, 0), 30, 0));
     let (j, f) = run_timed(cfg(), &p);
@@ -59,7 +59,7 @@ fn selective_retransmission_of_the_missing_psn_conforms() {
 #[test]
 fn resending_a_sacked_psn_is_mr_mpl_6_with_both_frames() {
     let mut p: Vec<(Pkt, u64, u8)> = (0..5).map(|i| (data(i, false), u64::from(i), 0)).collect();
-    p.push((sack(0xFF_FFFF, 0, 0b0111_1 << 59), 10, 0));
+    p.push((sack(0xFF_FFFF, 0, 0b1111 << 59), 10, 0));
     p.push((data(2, true), 20, 0));
     let f = run_timed(cfg(), &p).1;
     assert_eq!(ids(&f), vec![("MR-MPL-6", 7)], "{f:#?}");

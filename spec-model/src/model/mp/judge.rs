@@ -339,10 +339,9 @@ impl MpJudge {
                         .is_some_and(|s| s.iter().any(|&x| x > from))
                 })
                 .filter(|u| {
-                    !self
-                        .doubtful
+                    self.doubtful
                         .get(u)
-                        .is_some_and(|&x| x > from.saturating_sub(1))
+                        .is_none_or(|&x| x <= from.saturating_sub(1))
                 })
                 .collect();
             if !missing.is_empty() {
