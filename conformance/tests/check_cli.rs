@@ -114,7 +114,7 @@ fn broken_packets_exit_1_and_are_named_by_frame_and_id() {
         "frame 4: MR-BTH-2 [must] Resv7 0x01 instead of 0",
         "frame 5: MR-ENC-13 [should]",
         "  findings: 4 (must 3, should 1, info 0)",
-        "    MR-ICRC-1    1",
+        "    MR-ICRC-1         1  must   first at frame 3",
     ] {
         assert!(text.contains(expected), "no {expected:?} in\n{text}");
     }
