@@ -40,6 +40,9 @@ pub const MAX_PENDING: usize = 512;
 /// early (beyond [`MAX_PENDING`]); older ones are forgotten unjudged.
 pub const MAX_LOOSE: usize = 1024;
 
+/// Most continuation packets one queued run stands for.
+const MAX_RUN: u32 = 1024;
+
 /// A request kept for judging again: headers and the payload length (the
 /// payload's bytes do not matter to a responder whose memory is unknown).
 #[derive(Clone, Debug)]
@@ -49,20 +52,6 @@ struct Stored {
     bth: BthRepr,
     ext: ExtHeaders,
     payload_len: usize,
-}
-
-impl Stored {
-    fn branches(&self, st: &ResponderState) -> Vec<Branch> {
-        let zeros = vec![0u8; self.payload_len];
-        let pkt = RocePacket {
-            bth: self.bth,
-            ext: self.ext,
-            payload: &zeros,
-            pad: &[],
-            icrc: [0; 4],
-        };
-        st.branches(&pkt)
-    }
 }
 
 /// One response a branch expects.
@@ -77,6 +66,26 @@ struct Expect {
     covered: bool,
     /// Already reported missing (a later response of the same request showed it skipped).
     reported: bool,
+    /// For the optional ACK of a run of continuation packets: the run's
+    /// first PSN and length. The ACK may carry any of its PSNs, and any
+    /// number of them may come (`spec.psn` is then `Any`).
+    run: Option<(Psn, u32)>,
+}
+
+impl Expect {
+    fn psn_allows(&self, psn: Psn) -> bool {
+        match self.run {
+            Some((first, n)) => psn.distance(first) < n,
+            None => self.spec.psn.allows(&psn),
+        }
+    }
+
+    /// Whether response `r` may fill this slot.
+    fn takes(&self, r: &Resp) -> bool {
+        (self.got.is_none() || self.run.is_some())
+            && self.psn_allows(r.psn)
+            && r.mismatch(&self.spec).is_none()
+    }
 }
 
 /// One branch of a request's outcome.
@@ -115,6 +124,7 @@ impl Alt {
                     got: None,
                     covered: false,
                     reported: false,
+                    run: None,
                 });
             }
         }
@@ -134,7 +144,7 @@ impl Alt {
         let n = self.sends.len();
         (0..n)
             .map(|i| (self.cursor + i) % n)
-            .find(|&i| self.sends[i].got.is_none() && r.mismatch(&self.sends[i].spec).is_none())
+            .find(|&i| self.sends[i].takes(r))
     }
 
     fn missing(&self) -> usize {
@@ -152,9 +162,81 @@ struct Entry {
     alts: Vec<Alt>,
     chosen: usize,
     observed: Vec<Resp>,
+    /// A run of continuation packets (`req` is the first): the frame of
+    /// each; empty for a single request.
+    run_frames: Vec<u64>,
 }
 
 impl Entry {
+    /// The first packet of a run of continuation packets: the state after
+    /// it, and the optional Acknowledge of MR-ACK-5 for any PSN of the run.
+    fn run(req: Stored, state: ResponderState, mut ack: PacketSpec) -> Self {
+        ack.psn = crate::model::Field::Any;
+        let frame = req.frame;
+        let psn = req.bth.psn;
+        Entry {
+            req,
+            alts: vec![Alt {
+                state,
+                sends: vec![Expect {
+                    spec: ack,
+                    reqs: &["MR-ACK-5"],
+                    required: false,
+                    got: None,
+                    covered: false,
+                    reported: false,
+                    run: Some((psn, 1)),
+                }],
+                viable: true,
+                cursor: 0,
+            }],
+            chosen: 0,
+            observed: Vec::new(),
+            run_frames: vec![frame],
+        }
+    }
+
+    /// Extends this run by the continuation packet `req` (the next PSN, same
+    /// opcode) leading to `state`; false when it is not a run that can take it.
+    fn extend(&mut self, req: &Stored, state: &ResponderState) -> bool {
+        let n = self.run_frames.len() as u32;
+        if n == 0
+            || n >= MAX_RUN
+            || !self.observed.is_empty()
+            || self.req.bth.opcode != req.bth.opcode
+            || self.req.bth.psn.add(n) != req.bth.psn
+            || self.alts.len() != 1
+        {
+            return false;
+        }
+        let alt = &mut self.alts[0];
+        let Some(x) = alt.sends.first_mut() else {
+            return false;
+        };
+        x.run = x.run.map(|(first, n)| (first, n + 1));
+        alt.state.clone_from(state);
+        self.run_frames.push(req.frame);
+        self.req.timestamp_ns = req.timestamp_ns;
+        true
+    }
+
+    /// The requests this entry stands for, one by one.
+    fn requests(&self) -> Vec<Stored> {
+        if self.run_frames.is_empty() {
+            return vec![self.req.clone()];
+        }
+        self.run_frames
+            .iter()
+            .enumerate()
+            .map(|(i, &frame)| {
+                let mut s = self.req.clone();
+                s.frame = frame;
+                s.bth.psn = self.req.bth.psn.add(i as u32);
+                s
+            })
+            .collect()
+    }
+
     fn new(req: Stored, branches: Vec<Branch>) -> Self {
         let mut alts = Vec::new();
         for b in branches {
@@ -165,6 +247,7 @@ impl Entry {
             alts,
             chosen: 0,
             observed: Vec::new(),
+            run_frames: Vec::new(),
         };
         e.chosen = e.best();
         e
@@ -329,7 +412,7 @@ impl ResponderSide {
             self.state = start();
             self.first = self.state.as_ref().map(|_| pkt.bth.psn);
         }
-        let Some(st) = self.state.as_ref() else {
+        let Some(st) = self.state.take() else {
             self.skipped_requests += 1;
             return;
         };
@@ -340,17 +423,40 @@ impl ResponderSide {
             ext: pkt.ext,
             payload_len: pkt.payload.len(),
         };
-        // The commonest packet (a Middle continuing a known message) without
-        // the whole model: the same single branch, built directly.
-        let branches = match st.continuation(pkt) {
-            Some((next, ack)) => vec![Branch {
-                state: next,
-                outcomes: Outcomes::none().allow(&["MR-ACK-5"], Effect::Send(ack)),
-            }],
-            None => st.branches(pkt),
+        self.admit(&st, stored, pkt, out);
+    }
+
+    /// Queues request `stored` (packet `pkt`) arriving in state `st`. The
+    /// commonest packet, a Middle continuing a known message, is judged
+    /// without the whole model (the same single branch: its state and an
+    /// optional ACK), and consecutive ones share one queued run.
+    fn admit(&mut self, st: &ResponderState, stored: Stored, pkt: &RocePacket<'_>, out: &mut Out) {
+        let entry = match st.continuation(pkt) {
+            Some((next, ack)) => {
+                if let Some(tail) = self.pending.back_mut()
+                    && tail.extend(&stored, &next)
+                {
+                    self.state = Some(next);
+                    return;
+                }
+                Entry::run(stored, next, ack)
+            }
+            None => Entry::new(stored, st.branches(pkt)),
         };
-        let entry = Entry::new(stored, branches);
         self.push(entry, out);
+    }
+
+    /// [`Self::admit`] for a request kept without its payload bytes.
+    fn admit_stored(&mut self, st: &ResponderState, stored: Stored, out: &mut Out) {
+        let zeros = vec![0u8; stored.payload_len];
+        let pkt = RocePacket {
+            bth: stored.bth,
+            ext: stored.ext,
+            payload: &zeros,
+            pad: &[],
+            icrc: [0; 4],
+        };
+        self.admit(st, stored.clone(), &pkt, out);
     }
 
     /// Queues a request, retiring the oldest beyond [`MAX_PENDING`].
@@ -421,7 +527,7 @@ impl ResponderSide {
             changed = true;
         }
         if changed {
-            self.rebase(0);
+            self.rebase(0, out);
         }
     }
 
@@ -476,21 +582,33 @@ impl ResponderSide {
     }
 
     /// Judges the queued requests from `idx + 1` on again from the state
-    /// after request `idx`'s chosen branch.
-    fn rebase(&mut self, idx: usize) {
-        let Some(mut st) = self.pending.get(idx).map(|e| e.state().clone()) else {
+    /// after request `idx`'s chosen branch (a run is judged packet by
+    /// packet again, and may become several entries).
+    fn rebase(&mut self, idx: usize, out: &mut Out) {
+        let Some(st) = self.pending.get(idx).map(|e| e.state().clone()) else {
             return;
         };
-        for e in self.pending.iter_mut().skip(idx + 1) {
-            let observed = std::mem::take(&mut e.observed);
-            let mut fresh = Entry::new(e.req.clone(), e.req.branches(&st));
-            for r in observed {
-                fresh.attribute(r);
-            }
-            *e = fresh;
-            st = e.state().clone();
-        }
+        let tail: Vec<Entry> = self.pending.drain(idx + 1..).collect();
         self.state = Some(st);
+        for e in tail {
+            let start = self.pending.len();
+            for s in e.requests() {
+                let Some(st) = self.state.clone() else { return };
+                self.admit_stored(&st, s, out);
+            }
+            let start = start.min(self.pending.len());
+            for r in e.observed {
+                let at = (start..self.pending.len())
+                    .find(|&i| self.pending[i].fits(&r))
+                    .unwrap_or(start);
+                if let Some(fresh) = self.pending.get_mut(at) {
+                    fresh.attribute(r);
+                }
+            }
+            if let Some(last) = self.pending.back() {
+                self.state = Some(last.state().clone());
+            }
+        }
     }
 
     /// A queued request leaves the queue: its missing required responses are
@@ -578,7 +696,7 @@ impl ResponderSide {
         // and opcode, else the same PSN, else the same opcode, else the first
         // required one of a chosen branch.
         let score = |chosen: bool, x: &Expect| -> u8 {
-            let psn = x.spec.psn.allows(&r.psn);
+            let psn = x.psn_allows(r.psn);
             let op = x.spec.opcode.allows(&r.opcode);
             match (psn, op) {
                 (true, true) => 4,

@@ -157,6 +157,9 @@ pub(crate) fn describe_spec(spec: &PacketSpec) -> String {
 
 /// The requirement a mismatch in `field` breaks, among those `reqs` cites.
 pub(crate) fn blame(reqs: &'static [&'static str], field: Mismatch) -> &'static str {
+    if field == Mismatch::Msn && !reqs.contains(&"MR-MSN-3") {
+        return "MR-MSN-2"; // every AETH carries the current MSN
+    }
     let prefer: &[&str] = match field {
         Mismatch::Msn => &["MR-MSN-2", "MR-MSN-3"],
         Mismatch::Syndrome => &["MR-CRD-1", "MR-CRD-2", "MR-READ-3", "MR-ACK-2"],

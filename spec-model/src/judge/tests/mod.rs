@@ -413,3 +413,75 @@ fn arbitrary_headers_do_not_panic() {
     let _ = run(&p);
     let _ = run_with(ConversationConfig::default(), &p);
 }
+
+/// A WRITE of `n` packets of 1024 B from PSN `psn` (First, Middles, Last
+/// with AckReq).
+fn write_message(psn: u32, n: u32) -> Vec<Pkt> {
+    (0..n)
+        .map(|i| {
+            let op = match i {
+                0 => Opcode::RC_WRITE_FIRST,
+                i if i == n - 1 => Opcode::RC_WRITE_LAST,
+                _ => Opcode::RC_WRITE_MIDDLE,
+            };
+            let mut p = request(op, psn + i, 1024, i == n - 1);
+            if i == 0 {
+                p.ext.reth = Some(RethRepr {
+                    va: 0x1000,
+                    rkey: 7,
+                    dma_len: 1024 * n,
+                });
+            }
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn acks_inside_a_run_of_middle_packets_are_judged() {
+    // "MR-ACK-5": the responder may acknowledge any Middle, with the PSN and
+    // MSN MR-ACK-2 asks for; the Middles are queued as one run.
+    let mut p = write_message(100, 20);
+    p.insert(6, ack(104, 7)); // after PSN 104 (frames 1..=5 are PSNs 100..=104)
+    p.insert(12, ack(109, 7));
+    p.push(ack(119, 8));
+    assert_eq!(ids(&run(&p)), vec![], "coalesced ACKs inside a run");
+    // The same with a wrong MSN on an ACK of a Middle: MR-MSN-2 at that ACK.
+    let mut bad = write_message(100, 20);
+    bad.insert(6, ack(104, 7));
+    bad.insert(12, ack(109, 9));
+    bad.push(ack(119, 8));
+    let f = run(&bad);
+    assert_eq!(ids(&f), vec![("MR-MSN-2", 13)], "{f:#?}");
+    // An ACK of a PSN the run never reached: MR-ACK-4.
+    let mut early = write_message(100, 20);
+    early.insert(6, ack(110, 7));
+    assert!(
+        ids(&run(&early)).contains(&("MR-ACK-4", 7)),
+        "{:#?}",
+        run(&early)
+    );
+}
+
+#[test]
+fn a_run_is_judged_again_when_an_rnr_nak_shows_another_branch() {
+    // "MR-RNR-1", "MR-RNR-2": the receive queue is unknown; the SEND First
+    // gets an RNR NAK, so its Middles (a queued run) were ahead of the
+    // expected PSN and dropped silently; the retry from the First succeeds.
+    let send = |psn: u32, op: Opcode, ack_req: bool| request(op, psn, 1024, ack_req);
+    let mut p = vec![send(100, Opcode::RC_SEND_FIRST, false)];
+    for i in 1..6 {
+        p.push(send(100 + i, Opcode::RC_SEND_MIDDLE, false));
+    }
+    p.push(response(Opcode::RC_ACK, 100, Some(0x2D), 0, 0));
+    p.push(send(100, Opcode::RC_SEND_FIRST, false));
+    for i in 1..6 {
+        p.push(send(100 + i, Opcode::RC_SEND_MIDDLE, false));
+    }
+    let mut last = send(106, Opcode::RC_SEND_LAST, true);
+    last.payload.truncate(10);
+    p.push(last);
+    p.push(ack(106, 1));
+    let f = run(&p);
+    assert_eq!(ids(&f), vec![], "{f:#?}");
+}
