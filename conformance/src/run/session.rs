@@ -421,12 +421,16 @@ impl Test<'_> {
                         entropy_set_size: 8,
                         window: 1024,
                         trim_dscp: None,
+                        entropy_set: None,
                     });
                     a["mp"] = Value::Bool(true);
                     a["mp_entropy_set_size"] = mp.entropy_set_size.into();
                     a["mp_window"] = mp.window.into();
                     if let Some(d) = mp.trim_dscp {
                         a["mp_trim_dscp"] = d.into();
+                    }
+                    if let Some(set) = &mp.entropy_set {
+                        a["mp_entropy_set"] = set.clone().into();
                     }
                 }
                 a
@@ -451,6 +455,18 @@ impl Test<'_> {
                     .get("udp_src_port")
                     .and_then(Value::as_u64)
                     .unwrap_or(0);
+                // An MP QP's entropy set, as the IUT reports it (MR-PICS-5):
+                // `iut.ev0`, `iut.ev1`, ... and `iut.ev_count`.
+                let set: Vec<u64> = info
+                    .get("attrs")
+                    .and_then(|a| a.get("mp_entropy_set"))
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                    .unwrap_or_default();
+                bindings.set("iut.ev_count", set.len() as u64);
+                for (i, ev) in set.iter().enumerate() {
+                    bindings.set(format!("iut.ev{i}"), *ev);
+                }
             }
             qpns.push(qpn as u32);
         }

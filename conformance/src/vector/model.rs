@@ -197,6 +197,11 @@ pub struct MpSetup {
     /// DSCP of trimmed packets (trimming off when absent).
     #[serde(default)]
     pub trim_dscp: Option<u8>,
+    /// The entropy set itself (`mp_entropy_set`, each 0xC000–0xFFFF);
+    /// when given, `entropy_set_size` must equal its length. The IUT chooses
+    /// the values when absent.
+    #[serde(default)]
+    pub entropy_set: Option<Vec<u16>>,
 }
 
 fn default_entropy() -> u16 {
