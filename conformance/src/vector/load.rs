@@ -288,6 +288,7 @@ pub const FIXED_NAMES: &[&str] = &[
     "iut.udp_sport",
     "h.ip",
     "iut.ip",
+    "iut.ev_count",
 ];
 
 /// Checks what serde cannot: ids, requirement IDs, names used in
@@ -302,6 +303,13 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
         return Err("steps: at least one step".into());
     }
     let mut names: BTreeSet<String> = FIXED_NAMES.iter().map(|s| s.to_string()).collect();
+    // An MP QP's entropy set, as query_qp reports it: `iut.ev0` .. `iut.ev{N-1}`.
+    if v.profile == super::model::Profile::Mp {
+        let n = v.setup.qp.mp.as_ref().map_or(8, |m| m.entropy_set_size);
+        for i in 0..n.min(256) {
+            names.insert(format!("iut.ev{i}"));
+        }
+    }
     let mut mrs = BTreeSet::new();
     for mr in &v.setup.mrs {
         if !mrs.insert(mr.name.clone()) {
