@@ -53,6 +53,7 @@ pub fn judge(v: &CodecVector, file: &str) -> TestResult {
         mrs: BTreeMap::new(),
         start_ns: 0,
         margin_ns: 0,
+        rtr_attrs: Default::default(),
         counters_at_start: BTreeMap::new(),
     };
     match check_fields(&view, &v.fields, &ctx) {

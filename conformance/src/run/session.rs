@@ -8,7 +8,8 @@ use super::packet::{build, bytes, num};
 use super::verdict::{Direction, PacketRecord, StepRecord, TestResult, Verdict};
 use crate::vector::hex;
 use crate::vector::model::{
-    CompletionStep, ExpectNoneStep, ExpectStep, MemoryStep, PostSendStep, Profile, RecvSetup, Role,
+    CompletionStep, ExpectNoneStep, ExpectStep, MemoryStep, ModifyQpStep, PostSendStep, Profile,
+    RecvSetup, Role,
     Sge, Step, Vector,
 };
 use metaroce_spec::requirements::{self, Keyword};
@@ -355,6 +356,7 @@ impl Test<'_> {
                     start_ns: 0,
                     margin_ns: 0,
                     counters_at_start: BTreeMap::new(),
+                    rtr_attrs: Map::new(),
                 };
                 let data = bytes(content, &ctx0)
                     .map_err(|e| Stop::Error(format!("setup.mrs.{}: {e}", mr.name)))?;
@@ -386,6 +388,7 @@ impl Test<'_> {
         let n_qps = if v.setup.second_qp { 2 } else { 1 };
         let mut qpns = Vec::new();
         let mut iut_sport = 0;
+        let mut rtr_attrs = Map::new();
         for k in 0..n_qps {
             let what = if k == 0 {
                 "the QP under test"
@@ -416,6 +419,11 @@ impl Test<'_> {
                     "path": {"dest_mac": mac_text(self.iut.harness().mac),
                              "dest_ip": self.iut.harness().ip.to_string(),
                              "traffic_class": q.traffic_class}});
+                if k == 0
+                    && let Value::Object(m) = &a
+                {
+                    rtr_attrs = m.clone();
+                }
                 if v.profile == Profile::Mp {
                     let mp = q.mp.clone().unwrap_or(crate::vector::model::MpSetup {
                         entropy_set_size: 8,
@@ -502,6 +510,7 @@ impl Test<'_> {
             start_ns: self.start_ns,
             margin_ns: self.bed.margin_ns,
             counters_at_start: counters,
+            rtr_attrs,
         });
         for r in &v.setup.recvs {
             self.post_recv(r).map_err(Stop::Inconc)?;
@@ -693,15 +702,7 @@ impl Test<'_> {
                 self.record("dereg_mr", true, format!("`{}`", d.mr));
                 Ok(())
             }
-            Step::ModifyQp(m) => {
-                let qpn = self.ctx().iut_qpn;
-                let reply = self
-                    .iut
-                    .agent(json!({"op": "modify_qp", "qpn": qpn, "state": m.state}))?;
-                agent_ok(reply, "modify_qp").map_err(Stop::Inconc)?;
-                self.record("modify_qp", true, format!("to {}", m.state));
-                Ok(())
-            }
+            Step::ModifyQp(m) => self.modify_qp(m),
         }
     }
 
@@ -889,6 +890,55 @@ impl Test<'_> {
         agent_ok(reply, "post_send").map_err(Stop::Inconc)?;
         self.record("post_send", true, format!("{} wr_id {}", p.opcode, p.wr_id));
         Ok(())
+    }
+
+    fn modify_qp(&mut self, m: &ModifyQpStep) -> Result<(), Stop> {
+        let ctx = self.ctx();
+        let qpn = ctx.iut_qpn;
+        let mut attrs = if m.rtr_defaults {
+            ctx.rtr_attrs.clone()
+        } else {
+            Map::new()
+        };
+        for (k, v) in &m.attrs {
+            attrs.insert(k.clone(), v.clone());
+        }
+        let what = format!("modify_qp to {}", m.state);
+        let reply = self.iut.agent(
+            json!({"op": "modify_qp", "qpn": qpn, "state": m.state, "attrs": attrs}),
+        )?;
+        let code = match &reply {
+            Value::Object(map) if map.get("ok") == Some(&Value::Bool(true)) => None,
+            Value::Object(map) => Some(
+                map.get("error")
+                    .and_then(|e| e.get("code"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("no code")
+                    .to_string(),
+            ),
+            _ => Some("malformed reply".to_string()),
+        };
+        match (&m.refused, code) {
+            (None, None) => {
+                self.record("modify_qp", true, format!("to {}", m.state));
+                Ok(())
+            }
+            (None, Some(_)) => Err(Stop::Inconc(
+                agent_ok(reply, &what).err().unwrap_or_default(),
+            )),
+            (Some(want), Some(got)) if want == "any" || *want == got => {
+                self.record("modify_qp", true, format!("refused as expected ({got})"));
+                Ok(())
+            }
+            (Some(want), got) => {
+                let reason = match got {
+                    None => format!("{what}: the agent accepted {attrs:?}, expected a refusal ({want})"),
+                    Some(got) => format!("{what}: refused with `{got}`, expected `{want}`"),
+                };
+                self.record("modify_qp", false, reason.clone());
+                Err(self.fail(&m.requirement, reason))
+            }
+        }
     }
 
     fn expect_completion(&mut self, c: &CompletionStep) -> Result<(), Stop> {

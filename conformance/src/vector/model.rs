@@ -600,10 +600,28 @@ pub struct DeregMrStep {
     pub mr: String,
 }
 
-/// A QP state change.
+/// A QP state change (agent `modify_qp` on the QP under test).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModifyQpStep {
-    /// Target state (`err`, `sqd`, ...).
+    /// Target state (`err`, `sqd`, `reset`, `init`, `rtr`, `rts`, ...).
     pub state: String,
+    /// Attributes as the agent takes them (AGENT.md §6.9), passed as they are.
+    #[serde(default)]
+    pub attrs: BTreeMap<String, serde_json::Value>,
+    /// Add the INIT→RTR attributes the setup used (`dest_qpn`, `rq_psn`,
+    /// `pmtu`, `path`, `max_dest_rd_atomic`, `min_rnr_timer`; no MP ones)
+    /// to `attrs`, for a test that re-negotiates the QP after `reset` and
+    /// `init`. Keys in `attrs` win.
+    #[serde(default)]
+    pub rtr_defaults: bool,
+    /// The agent must refuse the request, with this error code (`bad_value`,
+    /// `out_of_range`, `unexpected_attribute`, `unsupported`, ...) or with
+    /// any code (`any`): a refusal is then the expected outcome and an
+    /// acceptance FAILs. Without it a refusal is INCONC.
+    #[serde(default)]
+    pub refused: Option<String>,
+    /// The requirement this step checks, if narrower than the vector's.
+    #[serde(default)]
+    pub requirement: Option<String>,
 }
