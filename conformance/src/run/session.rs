@@ -9,8 +9,7 @@ use super::verdict::{Direction, PacketRecord, StepRecord, TestResult, Verdict};
 use crate::vector::hex;
 use crate::vector::model::{
     CompletionStep, ExpectNoneStep, ExpectStep, MemoryStep, ModifyQpStep, PostSendStep, Profile,
-    RecvSetup, Role,
-    Sge, Step, Vector,
+    RecvSetup, Role, Sge, Step, Vector,
 };
 use metaroce_spec::requirements::{self, Keyword};
 use serde_json::{Map, Value, json};
@@ -904,9 +903,9 @@ impl Test<'_> {
             attrs.insert(k.clone(), v.clone());
         }
         let what = format!("modify_qp to {}", m.state);
-        let reply = self.iut.agent(
-            json!({"op": "modify_qp", "qpn": qpn, "state": m.state, "attrs": attrs}),
-        )?;
+        let reply = self
+            .iut
+            .agent(json!({"op": "modify_qp", "qpn": qpn, "state": m.state, "attrs": attrs}))?;
         let code = match &reply {
             Value::Object(map) if map.get("ok") == Some(&Value::Bool(true)) => None,
             Value::Object(map) => Some(
@@ -932,7 +931,9 @@ impl Test<'_> {
             }
             (Some(want), got) => {
                 let reason = match got {
-                    None => format!("{what}: the agent accepted {attrs:?}, expected a refusal ({want})"),
+                    None => {
+                        format!("{what}: the agent accepted {attrs:?}, expected a refusal ({want})")
+                    }
                     Some(got) => format!("{what}: refused with `{got}`, expected `{want}`"),
                 };
                 self.record("modify_qp", false, reason.clone());
