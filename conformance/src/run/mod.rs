@@ -193,7 +193,19 @@ pub fn run_suite(
             continue;
         }
         let missing = missing_capabilities(v, &profile);
-        let mut result = if missing.is_empty() {
+        let too_slow = v
+            .max_margin_us
+            .filter(|&us| margin_ns > us.saturating_mul(1_000));
+        let mut result = if let Some(us) = too_slow {
+            session::inconclusive(
+                v,
+                &rel(&loaded.file),
+                format!(
+                    "the test races timers of about {us} µs; this test bed's window margin is {} µs, so it cannot answer in time",
+                    margin_ns / 1_000
+                ),
+            )
+        } else if missing.is_empty() {
             let seed = options.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let bed = TestBed {
                 profile: profile.clone(),

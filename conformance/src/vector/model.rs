@@ -31,6 +31,13 @@ pub struct Vector {
     /// Free text: why the test is built this way.
     #[serde(default)]
     pub description: Option<String>,
+    /// The largest window margin (µs) at which the test's timing still
+    /// means something: for tests that race an IUT's timers of about this
+    /// size (MP RTO, ACK delay). On a live IUT whose calibrated margin is
+    /// larger, the verdict is INCONC (the test bed cannot answer in time),
+    /// never a FAIL blamed on the IUT. Virtual time always qualifies.
+    #[serde(default)]
+    pub max_margin_us: Option<u64>,
     /// Objects created on the IUT before the steps.
     #[serde(default)]
     pub setup: Setup,
