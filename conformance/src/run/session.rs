@@ -373,10 +373,20 @@ impl Test<'_> {
             } else {
                 json!({"access": q.access, "p_key": q.p_key})
             };
+            // `setup.qp.state` stops the QP under test early (MR-QP tests).
+            let stop = if k == 0 { q.state.as_str() } else { "rts" };
+            if stop == "reset" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             self.setup_call(
                 json!({"op": "modify_qp", "qpn": qpn, "state": "init", "attrs": init}),
                 &format!("modify_qp {what} to INIT"),
             )?;
+            if stop == "init" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             let rtr = if is_ud {
                 json!({})
             } else {
@@ -404,6 +414,10 @@ impl Test<'_> {
                 json!({"op": "modify_qp", "qpn": qpn, "state": "rtr", "attrs": rtr}),
                 &format!("modify_qp {what} to RTR"),
             )?;
+            if stop == "rtr" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             let rts = if is_ud {
                 json!({"sq_psn": sq_psn})
             } else {
@@ -454,8 +468,10 @@ impl Test<'_> {
             margin_ns: self.bed.margin_ns,
             counters_at_start: counters,
         });
-        for r in &v.setup.recvs {
-            self.post_recv(r).map_err(Stop::Inconc)?;
+        if q.state != "reset" {
+            for r in &v.setup.recvs {
+                self.post_recv(r).map_err(Stop::Inconc)?;
+            }
         }
         Ok(())
     }
@@ -623,13 +639,37 @@ impl Test<'_> {
                 }
             }
             Step::ModifyQp(m) => {
-                let qpn = self.ctx().iut_qpn;
-                let reply = self
-                    .iut
-                    .agent(json!({"op": "modify_qp", "qpn": qpn, "state": m.state}))?;
-                agent_ok(reply, "modify_qp").map_err(Stop::Inconc)?;
-                self.record("modify_qp", true, format!("to {}", m.state));
+                let ctx = self.ctx();
+                let mut attrs = Map::new();
+                for (k, v) in &m.attrs {
+                    let value = match v {
+                        crate::vector::model::Value::Bool(b) => json!(b),
+                        crate::vector::model::Value::Num(n) => json!(
+                            num(n, ctx)
+                                .map_err(|e| Stop::Error(format!("modify_qp.attrs.{k}: {e}")))?
+                        ),
+                    };
+                    attrs.insert(k.clone(), value);
+                }
+                let qpn = ctx.iut_qpn;
+                let reply = self.iut.agent(json!({"op": "modify_qp", "qpn": qpn,
+                    "state": m.state, "attrs": attrs}))?;
+                self.refusal_step("modify_qp", agent_ok(reply, "modify_qp"), m.refused, &m.requirement)?;
                 Ok(())
+            }
+            Step::ExpectQpState(want) => {
+                let qpn = self.ctx().iut_qpn;
+                let reply = self.iut.agent(json!({"op": "query_qp", "qpn": qpn}))?;
+                let map = agent_ok(reply, "query_qp").map_err(Stop::Inconc)?;
+                let got = map.get("state").and_then(Value::as_str).unwrap_or("none");
+                if got.eq_ignore_ascii_case(&want.state) {
+                    self.record("expect_qp_state", true, got.to_string());
+                    Ok(())
+                } else {
+                    let reason = format!("QP state {got}, expected {}", want.state);
+                    self.record("expect_qp_state", false, reason.clone());
+                    Err(self.fail(&want.requirement, reason))
+                }
             }
         }
     }
@@ -646,7 +686,12 @@ impl Test<'_> {
                     None => return Ok(None),
                 },
             };
-            let view = frame_view(&o.bytes);
+            let mut view = frame_view(&o.bytes);
+            // `at_ns`: when the frame came, in ns since the test began
+            // (for timing matchers and captures).
+            if let Value::Object(map) = &mut view {
+                map.insert("at_ns".into(), json!(o.at_ns.saturating_sub(self.start_ns)));
+            }
             let roce = view.get("roce") == Some(&Value::Bool(true));
             let error = view.get("error").is_some_and(|e| !e.is_null());
             if !roce && !error {
@@ -814,10 +859,57 @@ impl Test<'_> {
         if p.solicited {
             req["solicited"] = true.into();
         }
+        if let Some(ud) = &p.ud {
+            let h = self.iut.harness();
+            let qpn = match &ud.qpn {
+                Some(q) => num(q, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?,
+                None => ctx.bindings.get("h.qpn").unwrap_or(0),
+            };
+            let qkey =
+                num(&ud.qkey, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?;
+            req["ud"] = json!({"ip": h.ip.to_string(), "mac": mac_text(h.mac),
+                "qpn": qpn, "qkey": qkey});
+        }
         let reply = self.iut.agent(req)?;
-        agent_ok(reply, "post_send").map_err(Stop::Inconc)?;
-        self.record("post_send", true, format!("{} wr_id {}", p.opcode, p.wr_id));
+        self.refusal_step(
+            "post_send",
+            agent_ok(reply, "post_send").map(drop),
+            p.refused,
+            &p.requirement,
+        )?;
+        if !p.refused {
+            self.record("post_send", true, format!("{} wr_id {}", p.opcode, p.wr_id));
+        }
         Ok(())
+    }
+
+    /// Judges an agent reply against `refused`: a refusal the vector does
+    /// not expect is INCONC; an acceptance it does not expect FAILs.
+    fn refusal_step<T>(
+        &mut self,
+        kind: &'static str,
+        reply: Result<T, String>,
+        refused: bool,
+        requirement: &Option<String>,
+    ) -> Result<(), Stop> {
+        match (reply, refused) {
+            (Ok(_), false) => {
+                if kind == "modify_qp" {
+                    self.record(kind, true, "accepted".into());
+                }
+                Ok(())
+            }
+            (Err(why), false) => Err(Stop::Inconc(why)),
+            (Err(why), true) => {
+                self.record(kind, true, format!("refused as required: {why}"));
+                Ok(())
+            }
+            (Ok(_), true) => {
+                let reason = format!("{kind}: the agent accepted a request it must refuse");
+                self.record(kind, false, reason.clone());
+                Err(self.fail(requirement, reason))
+            }
+        }
     }
 
     fn expect_completion(&mut self, c: &CompletionStep) -> Result<(), Stop> {

@@ -299,6 +299,12 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
     if v.steps.is_empty() {
         return Err("steps: at least one step".into());
     }
+    if !["reset", "init", "rtr", "rts"].contains(&v.setup.qp.state.as_str()) {
+        return Err(format!(
+            "setup.qp.state: `{}` is not one of reset, init, rtr, rts",
+            v.setup.qp.state
+        ));
+    }
     let mut names: BTreeSet<String> = FIXED_NAMES.iter().map(|s| s.to_string()).collect();
     let mut mrs = BTreeSet::new();
     for mr in &v.setup.mrs {
@@ -391,6 +397,11 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
                 {
                     check_num(n, &names, &format!("{at}.post_send"))?;
                 }
+                if let Some(ud) = &p.ud {
+                    for n in [&ud.qpn, &Some(ud.qkey.clone())].into_iter().flatten() {
+                        check_num(n, &names, &format!("{at}.post_send.ud"))?;
+                    }
+                }
             }
             Step::PostRecv(r) => {
                 for sge in &r.sg {
@@ -400,8 +411,15 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
             Step::ExpectMemory(m) | Step::WriteMemory(m) => has_mr(&m.mr, &at)?,
             Step::ExpectCounters(_)
             | Step::ExpectNoCompletion(_)
-            | Step::ModifyQp(_)
+            | Step::ExpectQpState(_)
             | Step::Wait(_) => {}
+            Step::ModifyQp(m) => {
+                for value in m.attrs.values() {
+                    if let Value::Num(n) = value {
+                        check_num(n, &names, &format!("{at}.modify_qp"))?;
+                    }
+                }
+            }
         }
     }
     Ok(())

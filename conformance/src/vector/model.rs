@@ -130,6 +130,10 @@ pub struct QpSetup {
     /// MP attributes (required when the profile is `mp`).
     #[serde(default)]
     pub mp: Option<MpSetup>,
+    /// The state setup leaves the QP in: `reset`, `init`, `rtr` or `rts`
+    /// (default). Receives of `recvs` are posted only in INIT and later.
+    #[serde(default = "default_qp_state")]
+    pub state: String,
 }
 
 impl Default for QpSetup {
@@ -150,8 +154,13 @@ impl Default for QpSetup {
             sq_psn: None,
             rq_psn: None,
             mp: None,
+            state: default_qp_state(),
         }
     }
+}
+
+fn default_qp_state() -> String {
+    "rts".into()
 }
 
 fn default_qp_type() -> String {
@@ -318,6 +327,8 @@ pub enum Step {
     ModifyQp(ModifyQpStep),
     /// Let time pass, collecting what the IUT sends (checked by later steps).
     Wait(WindowStep),
+    /// The QP's state as the agent's `query_qp` reports it.
+    ExpectQpState(QpStateStep),
 }
 
 /// A packet to send. Header fields use the names of `metaroce decode
@@ -546,6 +557,28 @@ pub struct PostSendStep {
     /// Post on the second QP.
     #[serde(default)]
     pub second_qp: bool,
+    /// UD destination: the harness's QP (`qpn`, default `${h.qpn}`) and
+    /// Q_Key; address and MAC are the harness's.
+    #[serde(default)]
+    pub ud: Option<UdDest>,
+    /// The agent must refuse the request (`wrong_state`, ...): acceptance
+    /// FAILs the step. Without it a refusal is INCONC.
+    #[serde(default)]
+    pub refused: bool,
+    /// The requirement a refusal (or acceptance) checks.
+    #[serde(default)]
+    pub requirement: Option<String>,
+}
+
+/// The destination of a UD send work request.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UdDest {
+    /// Destination QPN (default `${h.qpn}`).
+    #[serde(default)]
+    pub qpn: Option<Num>,
+    /// Q_Key carried in DETH.
+    pub qkey: Num,
 }
 
 /// A completion the IUT must report.
@@ -586,4 +619,25 @@ pub struct MemoryStep {
 pub struct ModifyQpStep {
     /// Target state (`err`, `sqd`, ...).
     pub state: String,
+    /// Attributes (agent `modify_qp` names: `timeout`, `sq_psn`, ...).
+    #[serde(default)]
+    pub attrs: BTreeMap<String, Value>,
+    /// The agent must refuse the transition: acceptance FAILs the step.
+    /// Without it a refusal is INCONC.
+    #[serde(default)]
+    pub refused: bool,
+    /// The requirement the step checks.
+    #[serde(default)]
+    pub requirement: Option<String>,
+}
+
+/// The QP state the agent must report.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QpStateStep {
+    /// `reset`, `init`, `rtr`, `rts`, `sqd`, `sqe` or `err`.
+    pub state: String,
+    /// The requirement the step checks.
+    #[serde(default)]
+    pub requirement: Option<String>,
 }
