@@ -531,6 +531,12 @@ impl Test<'_> {
                 for _ in 0..copies {
                     self.iut.send(&frame)?;
                     let now = self.iut.now_ns();
+                    // `sent_ns`: when the harness last sent, in ns since the
+                    // test began (timing vectors measure from it).
+                    let since = now.saturating_sub(self.start_ns);
+                    if let Some(ctx) = self.ctx.as_mut() {
+                        ctx.bindings.set("sent_ns", since);
+                    }
                     self.log(
                         Direction::Sent,
                         now,

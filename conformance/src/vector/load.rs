@@ -360,6 +360,7 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
                 if let Some(Bytes::Generated(g)) = &s.payload {
                     check_num(&g.len, &names, &format!("{at}.send.payload"))?;
                 }
+                names.insert("sent_ns".to_string());
             }
             Step::Expect(e) => {
                 for m in e.fields.values() {
