@@ -723,6 +723,7 @@ impl Test<'_> {
         let deadline = self.deadline(e.within_us);
         let count = e.count.unwrap_or(1).max(1);
         for n in 0..count {
+            let mut skipped = 0u32;
             loop {
                 let Some((o, view)) = self.next_frame(deadline)? else {
                     let want: Vec<String> = e.fields.keys().cloned().collect();
@@ -760,7 +761,10 @@ impl Test<'_> {
                         }
                         break;
                     }
-                    Err(misses) if e.skip_unmatched => {
+                    Err(misses)
+                        if e.skip_unmatched && e.max_skipped.is_none_or(|m| skipped < m) =>
+                    {
+                        skipped += 1;
                         self.log(
                             Direction::Received,
                             o.at_ns,

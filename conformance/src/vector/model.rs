@@ -437,6 +437,10 @@ pub struct ExpectStep {
     /// the step: for behaviour the spec leaves open, such as extra ACKs.
     #[serde(default)]
     pub skip_unmatched: bool,
+    /// With `skip_unmatched`: at most this many packets may be skipped
+    /// before each match (for "at least one in every N packets" rules).
+    #[serde(default)]
+    pub max_skipped: Option<u32>,
     /// Names bound to fields of the (last) matched packet, for later steps:
     /// `{name: field}`, used as `${name}`.
     #[serde(default)]
