@@ -660,7 +660,12 @@ impl Test<'_> {
                 let qpn = ctx.iut_qpn;
                 let reply = self.iut.agent(json!({"op": "modify_qp", "qpn": qpn,
                     "state": m.state, "attrs": attrs}))?;
-                self.refusal_step("modify_qp", agent_ok(reply, "modify_qp"), m.refused, &m.requirement)?;
+                self.refusal_step(
+                    "modify_qp",
+                    agent_ok(reply, "modify_qp"),
+                    m.refused,
+                    &m.requirement,
+                )?;
                 Ok(())
             }
             Step::ExpectQpState(want) => {
@@ -875,8 +880,7 @@ impl Test<'_> {
                 Some(q) => num(q, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?,
                 None => ctx.bindings.get("h.qpn").unwrap_or(0),
             };
-            let qkey =
-                num(&ud.qkey, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?;
+            let qkey = num(&ud.qkey, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?;
             req["ud"] = json!({"ip": h.ip.to_string(), "mac": mac_text(h.mac),
                 "qpn": qpn, "qkey": qkey});
         }
