@@ -9,7 +9,7 @@ use super::verdict::{Direction, PacketRecord, StepRecord, TestResult, Verdict};
 use crate::vector::hex;
 use crate::vector::model::{
     CompletionStep, ExpectNoneStep, ExpectStep, MemoryStep, ModifyQpStep, PostSendStep, Profile,
-    RecvSetup, Role, Sge, Step, Vector,
+    RecvSetup, Refusal, Role, Sge, Step, Vector,
 };
 use metaroce_spec::requirements::{self, Keyword};
 use serde_json::{Map, Value, json};
@@ -406,10 +406,20 @@ impl Test<'_> {
             } else {
                 json!({"access": q.access, "p_key": q.p_key})
             };
+            // `setup.qp.state` stops the QP under test early (MR-QP tests).
+            let stop = if k == 0 { q.state.as_str() } else { "rts" };
+            if stop == "reset" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             self.setup_call(
                 json!({"op": "modify_qp", "qpn": qpn, "state": "init", "attrs": init}),
                 &format!("modify_qp {what} to INIT"),
             )?;
+            if stop == "init" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             let rtr = if is_ud {
                 json!({})
             } else {
@@ -446,6 +456,10 @@ impl Test<'_> {
                 json!({"op": "modify_qp", "qpn": qpn, "state": "rtr", "attrs": rtr}),
                 &format!("modify_qp {what} to RTR"),
             )?;
+            if stop == "rtr" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             let rts = if is_ud {
                 json!({"sq_psn": sq_psn})
             } else {
@@ -511,8 +525,10 @@ impl Test<'_> {
             counters_at_start: counters,
             rtr_attrs,
         });
-        for r in &v.setup.recvs {
-            self.post_recv(r).map_err(Stop::Inconc)?;
+        if q.state != "reset" {
+            for r in &v.setup.recvs {
+                self.post_recv(r).map_err(Stop::Inconc)?;
+            }
         }
         Ok(())
     }
@@ -572,6 +588,12 @@ impl Test<'_> {
                 for _ in 0..copies {
                     self.iut.send(&frame)?;
                     let now = self.iut.now_ns();
+                    // `sent_ns`: when the harness last sent, in ns since the
+                    // test began (timing vectors measure from it).
+                    let since = now.saturating_sub(self.start_ns);
+                    if let Some(ctx) = self.ctx.as_mut() {
+                        ctx.bindings.set("sent_ns", since);
+                    }
                     self.log(
                         Direction::Sent,
                         now,
@@ -710,6 +732,20 @@ impl Test<'_> {
                 Ok(())
             }
             Step::ModifyQp(m) => self.modify_qp(m),
+            Step::ExpectQpState(want) => {
+                let qpn = self.ctx().iut_qpn;
+                let reply = self.iut.agent(json!({"op": "query_qp", "qpn": qpn}))?;
+                let map = agent_ok(reply, "query_qp").map_err(Stop::Inconc)?;
+                let got = map.get("state").and_then(Value::as_str).unwrap_or("none");
+                if got.eq_ignore_ascii_case(&want.state) {
+                    self.record("expect_qp_state", true, got.to_string());
+                    Ok(())
+                } else {
+                    let reason = format!("QP state {got}, expected {}", want.state);
+                    self.record("expect_qp_state", false, reason.clone());
+                    Err(self.fail(&want.requirement, reason))
+                }
+            }
         }
     }
 
@@ -725,7 +761,12 @@ impl Test<'_> {
                     None => return Ok(None),
                 },
             };
-            let view = frame_view(&o.bytes);
+            let mut view = frame_view(&o.bytes);
+            // `at_ns`: when the frame came, in ns since the test began
+            // (for timing matchers and captures).
+            if let Value::Object(map) = &mut view {
+                map.insert("at_ns".into(), json!(o.at_ns.saturating_sub(self.start_ns)));
+            }
             let roce = view.get("roce") == Some(&Value::Bool(true));
             let error = view.get("error").is_some_and(|e| !e.is_null());
             if !roce && !error {
@@ -751,6 +792,7 @@ impl Test<'_> {
         let deadline = self.deadline(e.within_us);
         let count = e.count.unwrap_or(1).max(1);
         for n in 0..count {
+            let mut skipped = 0u32;
             loop {
                 let Some((o, view)) = self.next_frame(deadline)? else {
                     let want: Vec<String> = e.fields.keys().cloned().collect();
@@ -788,7 +830,10 @@ impl Test<'_> {
                         }
                         break;
                     }
-                    Err(misses) if e.skip_unmatched => {
+                    Err(misses)
+                        if e.skip_unmatched && e.max_skipped.is_none_or(|m| skipped < m) =>
+                    {
+                        skipped += 1;
                         self.log(
                             Direction::Received,
                             o.at_ns,
@@ -890,10 +935,25 @@ impl Test<'_> {
         if p.solicited {
             req["solicited"] = true.into();
         }
+        if let Some(ud) = &p.ud {
+            let h = self.iut.harness();
+            let qpn = match &ud.qpn {
+                Some(q) => num(q, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?,
+                None => ctx.bindings.get("h.qpn").unwrap_or(0),
+            };
+            let qkey = num(&ud.qkey, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?;
+            req["ud"] = json!({"ip": h.ip.to_string(), "mac": mac_text(h.mac),
+                "qpn": qpn, "qkey": qkey});
+        }
         let reply = self.iut.agent(req)?;
-        agent_ok(reply, "post_send").map_err(Stop::Inconc)?;
-        self.record("post_send", true, format!("{} wr_id {}", p.opcode, p.wr_id));
-        Ok(())
+        let what = format!("post_send {} wr_id {}", p.opcode, p.wr_id);
+        self.refusal_step(
+            "post_send",
+            &what,
+            reply,
+            p.refused.as_ref().and_then(Refusal::expected),
+            &p.requirement,
+        )
     }
 
     fn modify_qp(&mut self, m: &ModifyQpStep) -> Result<(), Stop> {
@@ -905,12 +965,40 @@ impl Test<'_> {
             Map::new()
         };
         for (k, v) in &m.attrs {
-            attrs.insert(k.clone(), v.clone());
+            let v = match v {
+                Value::String(t) if crate::vector::expr::is_expression(t) => json!(
+                    crate::vector::expr::eval(t, &ctx.bindings)
+                        .map_err(|e| Stop::Error(format!("modify_qp.attrs.{k}: {e}")))?
+                ),
+                other => other.clone(),
+            };
+            attrs.insert(k.clone(), v);
         }
         let what = format!("modify_qp to {}", m.state);
         let reply = self
             .iut
             .agent(json!({"op": "modify_qp", "qpn": qpn, "state": m.state, "attrs": attrs}))?;
+        self.refusal_step(
+            "modify_qp",
+            &what,
+            reply,
+            m.refused.as_ref().and_then(Refusal::expected),
+            &m.requirement,
+        )
+    }
+
+    /// Judges an agent reply against `refused` (an error code, `any`, or
+    /// `None`: the request must succeed). A refusal the vector does not
+    /// expect is INCONC; an acceptance it does not expect, or another code
+    /// than the one expected, FAILs.
+    fn refusal_step(
+        &mut self,
+        kind: &'static str,
+        what: &str,
+        reply: Value,
+        refused: Option<&str>,
+        requirement: &Option<String>,
+    ) -> Result<(), Stop> {
         let code = match &reply {
             Value::Object(map) if map.get("ok") == Some(&Value::Bool(true)) => None,
             Value::Object(map) => Some(
@@ -922,27 +1010,25 @@ impl Test<'_> {
             ),
             _ => Some("malformed reply".to_string()),
         };
-        match (&m.refused, code) {
+        match (refused, code) {
             (None, None) => {
-                self.record("modify_qp", true, format!("to {}", m.state));
+                self.record(kind, true, format!("{what}: accepted"));
                 Ok(())
             }
             (None, Some(_)) => Err(Stop::Inconc(
-                agent_ok(reply, &what).err().unwrap_or_default(),
+                agent_ok(reply, what).err().unwrap_or_default(),
             )),
-            (Some(want), Some(got)) if want == "any" || *want == got => {
-                self.record("modify_qp", true, format!("refused as expected ({got})"));
+            (Some(want), Some(got)) if want == "any" || want == got => {
+                self.record(kind, true, format!("{what}: refused as required ({got})"));
                 Ok(())
             }
             (Some(want), got) => {
                 let reason = match got {
-                    None => {
-                        format!("{what}: the agent accepted {attrs:?}, expected a refusal ({want})")
-                    }
+                    None => format!("{what}: the agent accepted a request it must refuse ({want})"),
                     Some(got) => format!("{what}: refused with `{got}`, expected `{want}`"),
                 };
-                self.record("modify_qp", false, reason.clone());
-                Err(self.fail(&m.requirement, reason))
+                self.record(kind, false, reason.clone());
+                Err(self.fail(requirement, reason))
             }
         }
     }
