@@ -105,6 +105,7 @@ pub fn judge(v: &CodecVector, file: &str) -> TestResult {
         failed_requirement: (verdict == Verdict::Fail).then(|| v.requirements[0].clone()),
         reason,
         duration_us: 0,
+        attempts: 1,
         steps,
         packets: vec![PacketRecord {
             at_ns: 0,

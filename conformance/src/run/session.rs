@@ -145,6 +145,7 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
         reason,
         failed_requirement,
         duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        attempts: 1,
         steps,
         packets,
     }
@@ -865,12 +866,31 @@ impl Test<'_> {
     }
 
     fn expect_none(&mut self, e: &ExpectNoneStep) -> Result<(), Stop> {
-        // On a live IUT the margin lengthens a quiet window too: a conforming
-        // IUT that must stay silent stays silent however long one waits, and
-        // a packet the test bed delays must not slip past the window. Tests
-        // that bound a timer from below race the IUT's clock; they say so
-        // with `max_margin_us` and are INCONC on a test bed too slow for them.
-        let deadline = self.deadline(e.within_us);
+        // A quiet window that bounds a timer from below shrinks on a live
+        // IUT by the margin (delays only make packets look later); one that
+        // says "never answered" grows by it, so a delayed answer is still
+        // seen.
+        let now = self.iut.now_ns();
+        let window = e.within_us.saturating_mul(1_000);
+        let deadline = if e.lower_bound {
+            if !self.iut.virtual_time() && window <= self.bed.margin_ns {
+                return Err(Stop::Inconc(format!(
+                    "a {} µs lower bound on a timer cannot be judged on this test bed (window margin {} µs)",
+                    e.within_us,
+                    self.bed.margin_ns / 1_000
+                )));
+            }
+            now.saturating_add(
+                window
+                    - if self.iut.virtual_time() {
+                        0
+                    } else {
+                        self.bed.margin_ns
+                    },
+            )
+        } else {
+            self.deadline(e.within_us)
+        };
         while let Some((o, view)) = self.next_frame(deadline)? {
             if e.fields.is_empty() || check_fields(&view, &e.fields, self.ctx()).is_ok() {
                 let reason = format!(
@@ -1204,6 +1224,7 @@ pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResul
         ),
         failed_requirement: None,
         duration_us: 0,
+        attempts: 1,
         steps: Vec::new(),
         packets: Vec::new(),
     }

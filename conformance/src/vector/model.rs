@@ -480,6 +480,13 @@ pub struct ExpectNoneStep {
     /// Window length in microseconds.
     #[serde(default = "default_window_us")]
     pub within_us: u64,
+    /// The window bounds a timer from below ("no retransmission before T"):
+    /// on a live IUT it shrinks by the margin (a late packet only looks
+    /// later, never earlier), and when the margin swallows it the verdict is
+    /// INCONC. Without it (a "never answered" check) the window grows by the
+    /// margin.
+    #[serde(default)]
+    pub lower_bound: bool,
     /// Only packets matching these fields count (all packets when empty).
     #[serde(default)]
     pub fields: BTreeMap<String, Matcher>,
