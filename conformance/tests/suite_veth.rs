@@ -199,6 +199,7 @@ fn suite_over_veth(case: &str, adapter: &str) {
             "--ip",
             "10.31.0.1",
         ])
+        .args(["--retries", "2"])
         .arg("--report-dir")
         .arg(&report)
         .output()
@@ -206,19 +207,41 @@ fn suite_over_veth(case: &str, adapter: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     let agent_log = std::fs::read_to_string(bed.dir.join("agent.log")).unwrap_or_default();
+    let json: serde_json::Value = match std::fs::read_to_string(report.join("report.json")) {
+        Ok(text) => serde_json::from_str(&text).unwrap(),
+        Err(e) => panic!(
+            "no report ({e}): {}\n{stdout}\n{}\nagent log:\n{agent_log}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    };
+    // Every test PASSes or is UNSUPPORTED by the reference's profile, except
+    // those that race µs timers (`max_margin_us`), which a live test bed
+    // with a millisecond margin reports INCONC — never FAIL or ERROR.
+    let mut bad = Vec::new();
+    let mut inconc = 0;
+    for t in json["tests"].as_array().unwrap() {
+        let verdict = t["verdict"].as_str().unwrap();
+        let reason = t["reason"].as_str().unwrap_or("");
+        match verdict {
+            "PASS" | "UNSUPPORTED" => {}
+            "INCONC"
+                if reason.contains("cannot answer in time")
+                    || reason.contains("cannot be judged on this test bed") =>
+            {
+                inconc += 1
+            }
+            _ => bad.push(format!("{verdict} {}: {reason}", t["id"])),
+        }
+    }
     assert!(
-        out.status.success(),
-        "metaroce run over veth: {}\n{stdout}\n{}\nagent log:\n{agent_log}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        bad.is_empty(),
+        "over veth:\n{}\nagent log:\n{agent_log}",
+        bad.join("\n")
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
-            .unwrap();
-    let fails = json["counts"]["FAIL"].as_u64().unwrap();
     let passes = json["counts"]["PASS"].as_u64().unwrap();
-    assert_eq!(fails, 0);
-    assert!(passes > 0, "nothing passed");
+    assert!(passes > 400, "only {passes} PASS");
+    println!("{passes} PASS, {inconc} INCONC (timing), over {adapter}");
     assert!(
         json["window_margin"].as_str().unwrap().contains("measured"),
         "the margin is calibrated on a live IUT: {}",

@@ -498,3 +498,56 @@ fn requests_are_marked_ect() {
         );
     }
 }
+
+#[test]
+fn ack_behind_unanswered_read_does_not_resend_the_acked_send() {
+    // MR-REQ-4, MR-REQ-6: READ then SEND; the READ response is lost and the
+    // ACK for the SEND arrives. The requester re-requests the READ only: the
+    // SEND is acknowledged and is not retransmitted.
+    let Pair {
+        mut a,
+        mut b,
+        ea,
+        eb,
+    } = pair(Params::default());
+    let local = mr(&mut a, ea.pd, 64);
+    let remote_mr = mr(&mut b, eb.pd, 64);
+    b.write_mr(remote_mr.lkey, remote_mr.addr, &[0x5a; 32])
+        .unwrap();
+    let rbuf = mr(&mut b, eb.pd, 64);
+    recv(&mut b, eb, &rbuf, 9, 64);
+    let remote = RemoteAddr {
+        va: remote_mr.addr,
+        rkey: remote_mr.rkey,
+    };
+    a.post_send(
+        ea.qpn,
+        SendWr::new(1, WrOp::Read(remote), vec![sge(&local, 0, 32)]),
+    )
+    .unwrap();
+    a.post_send(ea.qpn, SendWr::new(2, WrOp::Send, vec![sge(&local, 32, 4)]))
+        .unwrap();
+    let requests = drain(&mut a);
+    assert_eq!(requests.len(), 2, "READ request and SEND");
+    for f in &requests {
+        b.handle_frame(0, f);
+    }
+    let responses = drain(&mut b);
+    assert_eq!(responses.len(), 2, "READ response and ACK");
+    a.handle_frame(0, &responses[1]); // the READ response is lost
+    let resent = drain(&mut a);
+    assert_eq!(resent.len(), 1, "MR-REQ-6: only the READ is re-requested");
+    assert_eq!(a.counters().retransmitted_packets, 1, "MR-REQ-6");
+    assert!(poll(&mut a, ea).is_empty(), "MR-REQ-1: READ first");
+    b.handle_frame(1, &resent[0]);
+    shuttle(&mut a, &mut b, 1);
+    let wcs = poll(&mut a, ea);
+    assert_eq!(wcs.len(), 2, "MR-REQ-3: both complete");
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success));
+    assert_eq!((wcs[1].wr_id, wcs[1].status), (2, WcStatus::Success));
+    assert_eq!(
+        a.read_mr(local.lkey, local.addr, 32).unwrap(),
+        &[0x5a; 32][..]
+    );
+    assert_eq!(b.counters().duplicate_requests, 1, "MR-REQ-6");
+}

@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// Extra time for every window on a live IUT, in µs (default: measured).
     #[arg(long)]
     pub margin_us: Option<u64>,
+    /// On a live IUT, run a test that does not pass up to N more times (a
+    /// pass after a failure is reported as FLAKY, with the earlier verdicts).
+    #[arg(long, default_value_t = 0)]
+    pub retries: usize,
     /// Write JUnit XML here.
     #[arg(long)]
     pub junit: Option<PathBuf>,
@@ -164,6 +168,7 @@ pub fn run(args: &RunArgs) -> u8 {
         seed: args.seed,
         filters: args.filters.clone(),
         margin_ns: args.margin_us.map(|us| us * 1_000),
+        retries: args.retries,
         ..RunOptions::default()
     };
     if let Some(p) = &args.profile {

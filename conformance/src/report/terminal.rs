@@ -13,7 +13,8 @@ pub fn summary(result: &SuiteResult, verbose: bool) -> String {
     let _ = writeln!(out, "window margin: {}", result.margin);
     let mut shown = false;
     for t in &result.tests {
-        let interesting = !matches!(t.verdict, Verdict::Pass | Verdict::Unsupported);
+        let interesting =
+            !matches!(t.verdict, Verdict::Pass | Verdict::Unsupported) || t.attempts > 1;
         if interesting || verbose {
             if !shown {
                 let _ = writeln!(out);

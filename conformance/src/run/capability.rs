@@ -114,7 +114,7 @@ impl Calibration {
     /// For reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} µs (measured: {} round trips, median {} µs, max {} µs; margin = max(2 ms, 8 × max))",
+            "{} µs (measured: {} round trips, median {} µs, max {} µs; margin = max(5 ms, 8 × max))",
             self.margin_ns / 1_000,
             self.samples,
             self.median_ns / 1_000,
@@ -133,7 +133,8 @@ steps:
 "#;
 
 /// Measures round trips to a live IUT: 16 zero-length RDMA WRITEs, each
-/// answered by an ACK. The margin is max(2 ms, 8 × the largest).
+/// answered by an ACK. The margin is max(5 ms, 8 × the largest): a live test bed on a shared
+/// machine stalls for milliseconds now and then.
 pub fn calibrate(iut: &mut dyn Iut) -> Result<Calibration, IutError> {
     let mut text = CALIBRATION.to_string();
     for k in 0..16 {
@@ -180,7 +181,7 @@ pub fn calibrate(iut: &mut dyn Iut) -> Result<Calibration, IutError> {
     Ok(Calibration {
         median_ns,
         max_ns,
-        margin_ns: (8 * max_ns).max(2_000_000),
+        margin_ns: (8 * max_ns).max(5_000_000),
         samples: rtts.len(),
     })
 }

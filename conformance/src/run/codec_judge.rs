@@ -53,6 +53,7 @@ pub fn judge(v: &CodecVector, file: &str) -> TestResult {
         mrs: BTreeMap::new(),
         start_ns: 0,
         margin_ns: 0,
+        rtr_attrs: Default::default(),
         counters_at_start: BTreeMap::new(),
     };
     match check_fields(&view, &v.fields, &ctx) {
@@ -104,6 +105,7 @@ pub fn judge(v: &CodecVector, file: &str) -> TestResult {
         failed_requirement: (verdict == Verdict::Fail).then(|| v.requirements[0].clone()),
         reason,
         duration_us: 0,
+        attempts: 1,
         steps,
         packets: vec![PacketRecord {
             at_ns: 0,

@@ -49,4 +49,7 @@ pub struct Context {
     pub margin_ns: u64,
     /// Counters at the start of the test.
     pub counters_at_start: BTreeMap<String, u64>,
+    /// The INIT→RTR attributes the setup gave the QP under test, without
+    /// MP ones (`modify_qp` with `rtr_defaults`).
+    pub rtr_attrs: serde_json::Map<String, serde_json::Value>,
 }

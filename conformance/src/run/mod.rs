@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub expectations: Expectations,
     /// Extra time for every window on a live IUT; measured when `None`.
     pub margin_ns: Option<u64>,
+    /// On a live IUT, how many times a test that does not pass is run again.
+    pub retries: usize,
 }
 
 /// Everything a run produced.
@@ -193,20 +195,66 @@ pub fn run_suite(
             continue;
         }
         let missing = missing_capabilities(v, &profile);
-        let mut result = if missing.is_empty() {
-            let seed = options.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let bed = TestBed {
-                profile: profile.clone(),
-                iut: iut_addr,
-                margin_ns,
-                seed,
-                canaries,
-                stale_qpns: stale_qpns.clone(),
-                harness_qpn: session::harness_qpn(seed, &stale_qpns),
+        let too_slow = v
+            .max_margin_us
+            .filter(|&us| margin_ns > us.saturating_mul(1_000));
+        let mut result = if let Some(us) = too_slow {
+            session::inconclusive(
+                v,
+                &rel(&loaded.file),
+                format!(
+                    "the test races timers of about {us} µs; this test bed's window margin is {} µs, so it cannot answer in time",
+                    margin_ns / 1_000
+                ),
+            )
+        } else if missing.is_empty() {
+            // On a live IUT a test that does not pass may be re-run
+            // (`--retries`): the verdict is the last attempt's, and a pass
+            // after a failure is reported as flaky, never hidden.
+            let attempts = if iut.virtual_time() {
+                1
+            } else {
+                1 + options.retries
             };
-            let result = run_test(iut, &bed, v, &rel(&loaded.file));
-            stale_qpns.extend([bed.harness_qpn, bed.harness_qpn + 1]);
-            result
+            let mut earlier: Vec<String> = Vec::new();
+            let mut attempt = 0;
+            loop {
+                let seed = options.seed
+                    ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ^ (attempt as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+                let bed = TestBed {
+                    profile: profile.clone(),
+                    iut: iut_addr,
+                    margin_ns,
+                    seed,
+                    canaries,
+                    stale_qpns: stale_qpns.clone(),
+                    harness_qpn: session::harness_qpn(seed, &stale_qpns),
+                };
+                let mut result = run_test(iut, &bed, v, &rel(&loaded.file));
+                stale_qpns.extend([bed.harness_qpn, bed.harness_qpn + 1]);
+                attempt += 1;
+                let settled = matches!(result.verdict, Verdict::Pass | Verdict::Unsupported);
+                if settled || attempt >= attempts {
+                    if !earlier.is_empty() {
+                        let note = format!(
+                            "attempt {attempt} of {attempts}; earlier: {}",
+                            earlier.join(" | ")
+                        );
+                        result.reason = Some(match result.reason.take() {
+                            Some(r) => format!("{r} ({note})"),
+                            None => format!("FLAKY on this test bed: passed on {note}"),
+                        });
+                    }
+                    result.attempts = attempt as u32;
+                    break result;
+                }
+                earlier.push(format!(
+                    "{} {}",
+                    result.verdict,
+                    result.reason.clone().unwrap_or_default()
+                ));
+            }
         } else {
             session::unsupported(v, &rel(&loaded.file), &missing)
         };

@@ -8,8 +8,8 @@ use super::packet::{build, bytes, num};
 use super::verdict::{Direction, PacketRecord, StepRecord, TestResult, Verdict};
 use crate::vector::hex;
 use crate::vector::model::{
-    CompletionStep, ExpectNoneStep, ExpectStep, MemoryStep, PostSendStep, Profile, RecvSetup, Role,
-    Sge, Step, Vector,
+    CompletionStep, ExpectNoneStep, ExpectStep, MemoryStep, ModifyQpStep, PostSendStep, Profile,
+    RecvSetup, Refusal, Role, Sge, Step, Vector,
 };
 use metaroce_spec::requirements::{self, Keyword};
 use serde_json::{Map, Value, json};
@@ -145,6 +145,7 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
         reason,
         failed_requirement,
         duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        attempts: 1,
         steps,
         packets,
     }
@@ -355,6 +356,7 @@ impl Test<'_> {
                     start_ns: 0,
                     margin_ns: 0,
                     counters_at_start: BTreeMap::new(),
+                    rtr_attrs: Map::new(),
                 };
                 let data = bytes(content, &ctx0)
                     .map_err(|e| Stop::Error(format!("setup.mrs.{}: {e}", mr.name)))?;
@@ -386,6 +388,7 @@ impl Test<'_> {
         let n_qps = if v.setup.second_qp { 2 } else { 1 };
         let mut qpns = Vec::new();
         let mut iut_sport = 0;
+        let mut rtr_attrs = Map::new();
         for k in 0..n_qps {
             let what = if k == 0 {
                 "the QP under test"
@@ -404,10 +407,20 @@ impl Test<'_> {
             } else {
                 json!({"access": q.access, "p_key": q.p_key})
             };
+            // `setup.qp.state` stops the QP under test early (MR-QP tests).
+            let stop = if k == 0 { q.state.as_str() } else { "rts" };
+            if stop == "reset" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             self.setup_call(
                 json!({"op": "modify_qp", "qpn": qpn, "state": "init", "attrs": init}),
                 &format!("modify_qp {what} to INIT"),
             )?;
+            if stop == "init" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             let rtr = if is_ud {
                 json!({})
             } else {
@@ -416,17 +429,26 @@ impl Test<'_> {
                     "path": {"dest_mac": mac_text(self.iut.harness().mac),
                              "dest_ip": self.iut.harness().ip.to_string(),
                              "traffic_class": q.traffic_class}});
+                if k == 0
+                    && let Value::Object(m) = &a
+                {
+                    rtr_attrs = m.clone();
+                }
                 if v.profile == Profile::Mp {
                     let mp = q.mp.clone().unwrap_or(crate::vector::model::MpSetup {
                         entropy_set_size: 8,
                         window: 1024,
                         trim_dscp: None,
+                        entropy_set: None,
                     });
                     a["mp"] = Value::Bool(true);
                     a["mp_entropy_set_size"] = mp.entropy_set_size.into();
                     a["mp_window"] = mp.window.into();
                     if let Some(d) = mp.trim_dscp {
                         a["mp_trim_dscp"] = d.into();
+                    }
+                    if let Some(set) = &mp.entropy_set {
+                        a["mp_entropy_set"] = set.clone().into();
                     }
                 }
                 a
@@ -435,6 +457,10 @@ impl Test<'_> {
                 json!({"op": "modify_qp", "qpn": qpn, "state": "rtr", "attrs": rtr}),
                 &format!("modify_qp {what} to RTR"),
             )?;
+            if stop == "rtr" {
+                qpns.push(qpn as u32);
+                continue;
+            }
             let rts = if is_ud {
                 json!({"sq_psn": sq_psn})
             } else {
@@ -451,6 +477,18 @@ impl Test<'_> {
                     .get("udp_src_port")
                     .and_then(Value::as_u64)
                     .unwrap_or(0);
+                // An MP QP's entropy set, as the IUT reports it (MR-PICS-5):
+                // `iut.ev0`, `iut.ev1`, ... and `iut.ev_count`.
+                let set: Vec<u64> = info
+                    .get("attrs")
+                    .and_then(|a| a.get("mp_entropy_set"))
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                    .unwrap_or_default();
+                bindings.set("iut.ev_count", set.len() as u64);
+                for (i, ev) in set.iter().enumerate() {
+                    bindings.set(format!("iut.ev{i}"), *ev);
+                }
             }
             qpns.push(qpn as u32);
         }
@@ -486,9 +524,12 @@ impl Test<'_> {
             start_ns: self.start_ns,
             margin_ns: self.bed.margin_ns,
             counters_at_start: counters,
+            rtr_attrs,
         });
-        for r in &v.setup.recvs {
-            self.post_recv(r).map_err(Stop::Inconc)?;
+        if q.state != "reset" {
+            for r in &v.setup.recvs {
+                self.post_recv(r).map_err(Stop::Inconc)?;
+            }
         }
         Ok(())
     }
@@ -548,6 +589,12 @@ impl Test<'_> {
                 for _ in 0..copies {
                     self.iut.send(&frame)?;
                     let now = self.iut.now_ns();
+                    // `sent_ns`: when the harness last sent, in ns since the
+                    // test began (timing vectors measure from it).
+                    let since = now.saturating_sub(self.start_ns);
+                    if let Some(ctx) = self.ctx.as_mut() {
+                        ctx.bindings.set("sent_ns", since);
+                    }
                     self.log(
                         Direction::Sent,
                         now,
@@ -631,6 +678,14 @@ impl Test<'_> {
                 Ok(())
             }
             Step::ExpectCounters(want) => {
+                // MR-ROB-10 counts once the traffic has quiesced: on a live
+                // IUT the last frame may still be in its receive path.
+                if !self.iut.virtual_time() {
+                    let until = self.iut.now_ns().saturating_add(self.bed.margin_ns);
+                    while let Some(o) = self.iut.recv(until)? {
+                        self.pending.push_back(o);
+                    }
+                }
                 // Counters are a SHOULD (MR-ROB-9): an IUT that declares none
                 // still runs the rest of the vector.
                 if self.bed.profile.get("counters") == Some(&Value::Bool(false)) {
@@ -677,14 +732,20 @@ impl Test<'_> {
                 self.record("dereg_mr", true, format!("`{}`", d.mr));
                 Ok(())
             }
-            Step::ModifyQp(m) => {
+            Step::ModifyQp(m) => self.modify_qp(m),
+            Step::ExpectQpState(want) => {
                 let qpn = self.ctx().iut_qpn;
-                let reply = self
-                    .iut
-                    .agent(json!({"op": "modify_qp", "qpn": qpn, "state": m.state}))?;
-                agent_ok(reply, "modify_qp").map_err(Stop::Inconc)?;
-                self.record("modify_qp", true, format!("to {}", m.state));
-                Ok(())
+                let reply = self.iut.agent(json!({"op": "query_qp", "qpn": qpn}))?;
+                let map = agent_ok(reply, "query_qp").map_err(Stop::Inconc)?;
+                let got = map.get("state").and_then(Value::as_str).unwrap_or("none");
+                if got.eq_ignore_ascii_case(&want.state) {
+                    self.record("expect_qp_state", true, got.to_string());
+                    Ok(())
+                } else {
+                    let reason = format!("QP state {got}, expected {}", want.state);
+                    self.record("expect_qp_state", false, reason.clone());
+                    Err(self.fail(&want.requirement, reason))
+                }
             }
         }
     }
@@ -701,7 +762,12 @@ impl Test<'_> {
                     None => return Ok(None),
                 },
             };
-            let view = frame_view(&o.bytes);
+            let mut view = frame_view(&o.bytes);
+            // `at_ns`: when the frame came, in ns since the test began
+            // (for timing matchers and captures).
+            if let Value::Object(map) = &mut view {
+                map.insert("at_ns".into(), json!(o.at_ns.saturating_sub(self.start_ns)));
+            }
             let roce = view.get("roce") == Some(&Value::Bool(true));
             let error = view.get("error").is_some_and(|e| !e.is_null());
             if !roce && !error {
@@ -727,6 +793,7 @@ impl Test<'_> {
         let deadline = self.deadline(e.within_us);
         let count = e.count.unwrap_or(1).max(1);
         for n in 0..count {
+            let mut skipped = 0u32;
             loop {
                 let Some((o, view)) = self.next_frame(deadline)? else {
                     let want: Vec<String> = e.fields.keys().cloned().collect();
@@ -764,7 +831,10 @@ impl Test<'_> {
                         }
                         break;
                     }
-                    Err(misses) if e.skip_unmatched => {
+                    Err(misses)
+                        if e.skip_unmatched && e.max_skipped.is_none_or(|m| skipped < m) =>
+                    {
+                        skipped += 1;
                         self.log(
                             Direction::Received,
                             o.at_ns,
@@ -796,15 +866,31 @@ impl Test<'_> {
     }
 
     fn expect_none(&mut self, e: &ExpectNoneStep) -> Result<(), Stop> {
-        // On a live IUT the margin shortens a quiet window (a packet just
-        // after it may be late only because of the test bed), where it
-        // lengthens a window that waits for a packet.
-        let deadline = self
-            .iut
-            .now_ns()
-            .saturating_add(e.within_us.saturating_mul(1_000))
-            .saturating_sub(self.bed.margin_ns)
-            .max(self.iut.now_ns());
+        // A quiet window that bounds a timer from below shrinks on a live
+        // IUT by the margin (delays only make packets look later); one that
+        // says "never answered" grows by it, so a delayed answer is still
+        // seen.
+        let now = self.iut.now_ns();
+        let window = e.within_us.saturating_mul(1_000);
+        let deadline = if e.lower_bound {
+            if !self.iut.virtual_time() && window <= self.bed.margin_ns {
+                return Err(Stop::Inconc(format!(
+                    "a {} µs lower bound on a timer cannot be judged on this test bed (window margin {} µs)",
+                    e.within_us,
+                    self.bed.margin_ns / 1_000
+                )));
+            }
+            now.saturating_add(
+                window
+                    - if self.iut.virtual_time() {
+                        0
+                    } else {
+                        self.bed.margin_ns
+                    },
+            )
+        } else {
+            self.deadline(e.within_us)
+        };
         while let Some((o, view)) = self.next_frame(deadline)? {
             if e.fields.is_empty() || check_fields(&view, &e.fields, self.ctx()).is_ok() {
                 let reason = format!(
@@ -869,10 +955,102 @@ impl Test<'_> {
         if p.solicited {
             req["solicited"] = true.into();
         }
+        if let Some(ud) = &p.ud {
+            let h = self.iut.harness();
+            let qpn = match &ud.qpn {
+                Some(q) => num(q, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?,
+                None => ctx.bindings.get("h.qpn").unwrap_or(0),
+            };
+            let qkey = num(&ud.qkey, ctx).map_err(|e| Stop::Error(format!("post_send.ud: {e}")))?;
+            req["ud"] = json!({"ip": h.ip.to_string(), "mac": mac_text(h.mac),
+                "qpn": qpn, "qkey": qkey});
+        }
         let reply = self.iut.agent(req)?;
-        agent_ok(reply, "post_send").map_err(Stop::Inconc)?;
-        self.record("post_send", true, format!("{} wr_id {}", p.opcode, p.wr_id));
-        Ok(())
+        let what = format!("post_send {} wr_id {}", p.opcode, p.wr_id);
+        self.refusal_step(
+            "post_send",
+            &what,
+            reply,
+            p.refused.as_ref().and_then(Refusal::expected),
+            &p.requirement,
+        )
+    }
+
+    fn modify_qp(&mut self, m: &ModifyQpStep) -> Result<(), Stop> {
+        let ctx = self.ctx();
+        let qpn = ctx.iut_qpn;
+        let mut attrs = if m.rtr_defaults {
+            ctx.rtr_attrs.clone()
+        } else {
+            Map::new()
+        };
+        for (k, v) in &m.attrs {
+            let v = match v {
+                Value::String(t) if crate::vector::expr::is_expression(t) => json!(
+                    crate::vector::expr::eval(t, &ctx.bindings)
+                        .map_err(|e| Stop::Error(format!("modify_qp.attrs.{k}: {e}")))?
+                ),
+                other => other.clone(),
+            };
+            attrs.insert(k.clone(), v);
+        }
+        let what = format!("modify_qp to {}", m.state);
+        let reply = self
+            .iut
+            .agent(json!({"op": "modify_qp", "qpn": qpn, "state": m.state, "attrs": attrs}))?;
+        self.refusal_step(
+            "modify_qp",
+            &what,
+            reply,
+            m.refused.as_ref().and_then(Refusal::expected),
+            &m.requirement,
+        )
+    }
+
+    /// Judges an agent reply against `refused` (an error code, `any`, or
+    /// `None`: the request must succeed). A refusal the vector does not
+    /// expect is INCONC; an acceptance it does not expect, or another code
+    /// than the one expected, FAILs.
+    fn refusal_step(
+        &mut self,
+        kind: &'static str,
+        what: &str,
+        reply: Value,
+        refused: Option<&str>,
+        requirement: &Option<String>,
+    ) -> Result<(), Stop> {
+        let code = match &reply {
+            Value::Object(map) if map.get("ok") == Some(&Value::Bool(true)) => None,
+            Value::Object(map) => Some(
+                map.get("error")
+                    .and_then(|e| e.get("code"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("no code")
+                    .to_string(),
+            ),
+            _ => Some("malformed reply".to_string()),
+        };
+        match (refused, code) {
+            (None, None) => {
+                self.record(kind, true, format!("{what}: accepted"));
+                Ok(())
+            }
+            (None, Some(_)) => Err(Stop::Inconc(
+                agent_ok(reply, what).err().unwrap_or_default(),
+            )),
+            (Some(want), Some(got)) if want == "any" || want == got => {
+                self.record(kind, true, format!("{what}: refused as required ({got})"));
+                Ok(())
+            }
+            (Some(want), got) => {
+                let reason = match got {
+                    None => format!("{what}: the agent accepted a request it must refuse ({want})"),
+                    Some(got) => format!("{what}: refused with `{got}`, expected `{want}`"),
+                };
+                self.record(kind, false, reason.clone());
+                Err(self.fail(requirement, reason))
+            }
+        }
     }
 
     fn expect_completion(&mut self, c: &CompletionStep) -> Result<(), Stop> {
@@ -1006,6 +1184,14 @@ fn mac_text(mac: [u8; 6]) -> String {
         .join(":")
 }
 
+/// The result of a test whose precondition the test bed cannot meet.
+pub fn inconclusive(vector: &Vector, file: &str, reason: String) -> TestResult {
+    let mut r = unsupported(vector, file, &[]);
+    r.verdict = Verdict::Inconc;
+    r.reason = Some(reason);
+    r
+}
+
 /// The result of a test the IUT's profile rules out.
 pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResult {
     TestResult {
@@ -1038,6 +1224,7 @@ pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResul
         ),
         failed_requirement: None,
         duration_us: 0,
+        attempts: 1,
         steps: Vec::new(),
         packets: Vec::new(),
     }

@@ -129,8 +129,10 @@ pub struct TestResult {
     pub reason: Option<String>,
     /// The requirement a FAIL is blamed on.
     pub failed_requirement: Option<String>,
-    /// Wall-clock duration in microseconds.
+    /// Wall-clock duration in microseconds (of the last attempt).
     pub duration_us: u64,
+    /// Times the test ran (more than 1 only with `--retries` on a live IUT).
+    pub attempts: u32,
     /// Steps.
     pub steps: Vec<StepRecord>,
     /// Traffic.

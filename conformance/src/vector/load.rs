@@ -288,6 +288,7 @@ pub const FIXED_NAMES: &[&str] = &[
     "iut.udp_sport",
     "h.ip",
     "iut.ip",
+    "iut.ev_count",
 ];
 
 /// Checks what serde cannot: ids, requirement IDs, names used in
@@ -301,7 +302,20 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
     if v.steps.is_empty() {
         return Err("steps: at least one step".into());
     }
+    if !["reset", "init", "rtr", "rts"].contains(&v.setup.qp.state.as_str()) {
+        return Err(format!(
+            "setup.qp.state: `{}` is not one of reset, init, rtr, rts",
+            v.setup.qp.state
+        ));
+    }
     let mut names: BTreeSet<String> = FIXED_NAMES.iter().map(|s| s.to_string()).collect();
+    // An MP QP's entropy set, as query_qp reports it: `iut.ev0` .. `iut.ev{N-1}`.
+    if v.profile == super::model::Profile::Mp {
+        let n = v.setup.qp.mp.as_ref().map_or(8, |m| m.entropy_set_size);
+        for i in 0..n.min(256) {
+            names.insert(format!("iut.ev{i}"));
+        }
+    }
     let mut mrs = BTreeSet::new();
     for mr in &v.setup.mrs {
         if !mrs.insert(mr.name.clone()) {
@@ -356,6 +370,7 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
                 if let Some(Bytes::Generated(g)) = &s.payload {
                     check_num(&g.len, &names, &format!("{at}.send.payload"))?;
                 }
+                names.insert("sent_ns".to_string());
             }
             Step::Expect(e) => {
                 for m in e.fields.values() {
@@ -393,6 +408,11 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
                 {
                     check_num(n, &names, &format!("{at}.post_send"))?;
                 }
+                if let Some(ud) = &p.ud {
+                    for n in [&ud.qpn, &Some(ud.qkey.clone())].into_iter().flatten() {
+                        check_num(n, &names, &format!("{at}.post_send.ud"))?;
+                    }
+                }
             }
             Step::PostRecv(r) => {
                 for sge in &r.sg {
@@ -403,8 +423,17 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
             Step::DeregMr(d) => has_mr(&d.mr, &format!("{at}.dereg_mr"))?,
             Step::ExpectCounters(_)
             | Step::ExpectNoCompletion(_)
-            | Step::ModifyQp(_)
+            | Step::ExpectQpState(_)
             | Step::Wait(_) => {}
+            Step::ModifyQp(m) => {
+                for value in m.attrs.values() {
+                    if let serde_json::Value::String(t) = value
+                        && expr::is_expression(t)
+                    {
+                        check_num(&Num::Expr(t.clone()), &names, &format!("{at}.modify_qp"))?;
+                    }
+                }
+            }
         }
     }
     Ok(())

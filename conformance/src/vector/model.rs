@@ -31,6 +31,13 @@ pub struct Vector {
     /// Free text: why the test is built this way.
     #[serde(default)]
     pub description: Option<String>,
+    /// The largest window margin (µs) at which the test's timing still
+    /// means something: for tests that race an IUT's timers of about this
+    /// size (MP RTO, ACK delay). On a live IUT whose calibrated margin is
+    /// larger, the verdict is INCONC (the test bed cannot answer in time),
+    /// never a FAIL blamed on the IUT. Virtual time always qualifies.
+    #[serde(default)]
+    pub max_margin_us: Option<u64>,
     /// Objects created on the IUT before the steps.
     #[serde(default)]
     pub setup: Setup,
@@ -130,6 +137,10 @@ pub struct QpSetup {
     /// MP attributes (required when the profile is `mp`).
     #[serde(default)]
     pub mp: Option<MpSetup>,
+    /// The state setup leaves the QP in: `reset`, `init`, `rtr` or `rts`
+    /// (default). Receives of `recvs` are posted only in INIT and later.
+    #[serde(default = "default_qp_state")]
+    pub state: String,
 }
 
 impl Default for QpSetup {
@@ -150,8 +161,13 @@ impl Default for QpSetup {
             sq_psn: None,
             rq_psn: None,
             mp: None,
+            state: default_qp_state(),
         }
     }
+}
+
+fn default_qp_state() -> String {
+    "rts".into()
 }
 
 fn default_qp_type() -> String {
@@ -197,6 +213,11 @@ pub struct MpSetup {
     /// DSCP of trimmed packets (trimming off when absent).
     #[serde(default)]
     pub trim_dscp: Option<u8>,
+    /// The entropy set itself (`mp_entropy_set`, each 0xC000–0xFFFF);
+    /// when given, `entropy_set_size` must equal its length. The IUT chooses
+    /// the values when absent.
+    #[serde(default)]
+    pub entropy_set: Option<Vec<u16>>,
 }
 
 fn default_entropy() -> u16 {
@@ -325,6 +346,8 @@ pub enum Step {
     DeregMr(DeregMrStep),
     /// Let time pass, collecting what the IUT sends (checked by later steps).
     Wait(WindowStep),
+    /// The QP's state as the agent's `query_qp` reports it.
+    ExpectQpState(QpStateStep),
 }
 
 /// A packet to send. Header fields use the names of `metaroce decode
@@ -433,6 +456,10 @@ pub struct ExpectStep {
     /// the step: for behaviour the spec leaves open, such as extra ACKs.
     #[serde(default)]
     pub skip_unmatched: bool,
+    /// With `skip_unmatched`: at most this many packets may be skipped
+    /// before each match (for "at least one in every N packets" rules).
+    #[serde(default)]
+    pub max_skipped: Option<u32>,
     /// Names bound to fields of the (last) matched packet, for later steps:
     /// `{name: field}`, used as `${name}`.
     #[serde(default)]
@@ -453,6 +480,13 @@ pub struct ExpectNoneStep {
     /// Window length in microseconds.
     #[serde(default = "default_window_us")]
     pub within_us: u64,
+    /// The window bounds a timer from below ("no retransmission before T"):
+    /// on a live IUT it shrinks by the margin (a late packet only looks
+    /// later, never earlier), and when the margin swallows it the verdict is
+    /// INCONC. Without it (a "never answered" check) the window grows by the
+    /// margin.
+    #[serde(default)]
+    pub lower_bound: bool,
     /// Only packets matching these fields count (all packets when empty).
     #[serde(default)]
     pub fields: BTreeMap<String, Matcher>,
@@ -553,6 +587,28 @@ pub struct PostSendStep {
     /// Post on the second QP.
     #[serde(default)]
     pub second_qp: bool,
+    /// UD destination: the harness's QP (`qpn`, default `${h.qpn}`) and
+    /// Q_Key; address and MAC are the harness's.
+    #[serde(default)]
+    pub ud: Option<UdDest>,
+    /// The agent must refuse the request (`wrong_state`, ...): acceptance
+    /// FAILs the step. Without it a refusal is INCONC.
+    #[serde(default)]
+    pub refused: Option<Refusal>,
+    /// The requirement a refusal (or acceptance) checks.
+    #[serde(default)]
+    pub requirement: Option<String>,
+}
+
+/// The destination of a UD send work request.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UdDest {
+    /// Destination QPN (default `${h.qpn}`).
+    #[serde(default)]
+    pub qpn: Option<Num>,
+    /// Q_Key carried in DETH.
+    pub qkey: Num,
 }
 
 /// A completion the IUT must report.
@@ -595,10 +651,63 @@ pub struct DeregMrStep {
     pub mr: String,
 }
 
-/// A QP state change.
+/// A QP state change (agent `modify_qp` on the QP under test).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModifyQpStep {
-    /// Target state (`err`, `sqd`, ...).
+    /// Target state (`err`, `sqd`, `reset`, `init`, `rtr`, `rts`, ...).
     pub state: String,
+    /// Attributes as the agent takes them (AGENT.md §6.9), passed as they are.
+    #[serde(default)]
+    pub attrs: BTreeMap<String, serde_json::Value>,
+    /// Add the INIT→RTR attributes the setup used (`dest_qpn`, `rq_psn`,
+    /// `pmtu`, `path`, `max_dest_rd_atomic`, `min_rnr_timer`; no MP ones)
+    /// to `attrs`, for a test that re-negotiates the QP after `reset` and
+    /// `init`. Keys in `attrs` win.
+    #[serde(default)]
+    pub rtr_defaults: bool,
+    /// The agent must refuse the request: `true` or `any` for any error
+    /// code, or the code (`bad_value`, `out_of_range`,
+    /// `unexpected_attribute`, `unsupported`, ...). A refusal is then the
+    /// expected outcome and an acceptance FAILs. Without it a refusal is
+    /// INCONC. String values of `attrs` that are `${...}` expressions are
+    /// evaluated.
+    #[serde(default)]
+    pub refused: Option<Refusal>,
+    /// The requirement this step checks, if narrower than the vector's.
+    #[serde(default)]
+    pub requirement: Option<String>,
+}
+
+/// What `refused` asks of the agent.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Refusal {
+    /// `true`: any error code; `false`: no refusal expected.
+    Flag(bool),
+    /// This error code, or `any`.
+    Code(String),
+}
+
+impl Refusal {
+    /// The code a refusal must carry (`any` for any), or `None` when the
+    /// request must be accepted.
+    pub fn expected(&self) -> Option<&str> {
+        match self {
+            Refusal::Flag(true) => Some("any"),
+            Refusal::Flag(false) => None,
+            Refusal::Code(c) => Some(c),
+        }
+    }
+}
+
+/// The QP state the agent must report.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QpStateStep {
+    /// `reset`, `init`, `rtr`, `rts`, `sqd`, `sqe` or `err`.
+    pub state: String,
+    /// The requirement the step checks.
+    #[serde(default)]
+    pub requirement: Option<String>,
 }

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 /// A vector file: a conversation test, or (under `codec/`) a static codec vector.
 #[derive(JsonSchema)]
 #[serde(untagged)]
-#[allow(dead_code)] // only its schema is used
+#[allow(dead_code, clippy::large_enum_variant)] // only its schema is used
 enum VectorFile {
     /// A test run against an implementation under test.
     Test(Vector),

@@ -87,11 +87,18 @@ impl Requester {
         env: &mut Env<'_>,
         psn: Psn,
     ) -> Option<Psn> {
-        let mut target = psn.add(1);
+        if psn.add(1).is_after(self.ack_hi) {
+            self.ack_hi = psn.add(1);
+        }
+        // Everything before `ack_hi` that an ACK can acknowledge is done, so
+        // a READ answered later completes the SENDs and WRITEs behind it
+        // that an earlier ACK covered (MR-REQ-3, MR-REQ-6).
+        let hi = self.ack_hi;
+        let mut target = hi;
         let mut retry = None;
         for w in self.sq.iter().take(self.started) {
             if w.acked_by_ack() || w.done {
-                if w.first.is_after(psn) {
+                if !w.first.is_before(hi) {
                     break;
                 }
                 continue;

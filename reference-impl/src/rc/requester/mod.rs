@@ -103,6 +103,10 @@ pub(crate) struct Requester {
     pub(super) next_fresh: Psn,
     /// Oldest unacknowledged PSN.
     pub(super) una: Psn,
+    /// PSN after the highest PSN an ACK or response has acknowledged. It
+    /// runs ahead of `una` when an ACK covers a SEND or WRITE behind an
+    /// unanswered READ or atomic: those packets are not resent (MR-REQ-6).
+    pub(super) ack_hi: Psn,
     /// PSN after the highest PSN sent (READs count their whole block).
     pub(super) sent_end: Psn,
     pub(super) retry_left: u8,
@@ -123,6 +127,7 @@ impl Requester {
         let psn = Psn::new(cfg.sq_psn);
         self.next_fresh = psn;
         self.una = psn;
+        self.ack_hi = psn;
         self.sent_end = psn;
         self.retry_left = cfg.retry_cnt;
         self.rnr_left = cfg.rnr_retry;

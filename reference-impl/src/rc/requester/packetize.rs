@@ -112,7 +112,13 @@ impl Requester {
         } else {
             w.first.add(k)
         };
-        let skip = if rd { w.done } else { psn.is_before(una) };
+        // A SEND or WRITE packet an ACK has covered is never resent, even
+        // when a retry restarts at an earlier unanswered READ (MR-REQ-6).
+        let skip = if rd {
+            w.done
+        } else {
+            psn.is_before(una) || psn.is_before(self.ack_hi)
+        };
         if skip || k >= w.npsn {
             self.advance_cursor(rd);
             return Ok(None);

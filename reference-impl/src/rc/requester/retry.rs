@@ -44,6 +44,9 @@ impl Requester {
             return;
         }
         self.una = new_una;
+        if self.una.is_after(self.ack_hi) {
+            self.ack_hi = self.una;
+        }
         if self.una.is_after(self.sent_end) {
             self.sent_end = self.una;
         }
