@@ -77,6 +77,18 @@ pub fn harness_qpn(seed: u64) -> u32 {
 
 /// Runs one vector. `file` is how reports name it.
 pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -> TestResult {
+    run_test_with_context(iut, bed, vector, file).0
+}
+
+/// Runs one vector and also returns what its setup made (QPs, MRs,
+/// bindings; `None` when the setup did not finish), for a caller that goes
+/// on talking to the IUT afterwards (`metaroce fuzz`'s oracles).
+pub fn run_test_with_context(
+    iut: &mut dyn Iut,
+    bed: &TestBed,
+    vector: &Vector,
+    file: &str,
+) -> (TestResult, Option<Context>) {
     let started = Instant::now();
     let mut t = Test {
         iut,
@@ -112,8 +124,13 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
         Err(Stop::Inconc(reason)) => (Verdict::Inconc, Some(reason), None),
         Err(Stop::Error(reason)) => (Verdict::Error, Some(reason), None),
     };
-    let Test { packets, steps, .. } = t;
-    TestResult {
+    let Test {
+        packets,
+        steps,
+        ctx,
+        ..
+    } = t;
+    let result = TestResult {
         id: vector.id.clone(),
         title: vector.title.clone(),
         file: file.to_string(),
@@ -136,7 +153,8 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
         duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         steps,
         packets,
-    }
+    };
+    (result, ctx)
 }
 
 /// The capability keys a vector needs that the profile lacks.
