@@ -1,5 +1,5 @@
 //! `metaroce fuzz` against the built-in IUT and its bug zoo (issue #7):
-//! the memory mutant gives a MEMORY finding (MR-SEC-4) and the liveness
+//! the memory mutants give MEMORY findings (MR-SEC-4, MR-SEC-6) and the liveness
 //! mutants HANG findings (MR-ROB-7) within a bounded number of packets; the
 //! unmutated transport gives none for the same budget; an exported
 //! reproducer FAILs on the mutant and PASSes on the unmutated transport.
@@ -185,4 +185,9 @@ fn export_refuses_what_is_not_a_vector() {
         "the error names the file: {err}"
     );
     let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn read_leak_is_a_memory_finding() {
+    finds("read-leak", "MEMORY", "MR-SEC-6");
 }

@@ -23,10 +23,12 @@
 //! 3. `expect_memory` of `ro` — MEMORY (MR-SEC-4);
 //! 4. the session's canary check of every MR — MEMORY (MR-SEC-4).
 //!
-//! A fifth oracle needs the agent's view and runs after the vector (see
-//! [`super::oracle`]): when the fuzz QP is still RTS, a duplicate WRITE with
-//! AckReq must draw an ACK (MR-DUP-2, MR-ROB-7). Its steps
-//! ([`fuzz_qp_probe`]) are appended to the reproducer of such a finding.
+//! Two more oracles run after the vector (see [`super::oracle`]): no READ
+//! response with data to an out-of-range READ ([`super::leak`], MEMORY,
+//! MR-SEC-6), and, when the agent says the fuzz QP is still RTS, a
+//! duplicate WRITE with AckReq must draw an ACK (MR-DUP-2, MR-ROB-7). Their
+//! steps ([`super::leak::expect_no_response`], [`fuzz_qp_probe`]) are added
+//! to the reproducer of such a finding.
 
 use super::mutate::{FUZZ_MR, FUZZ_MR_LEN};
 use crate::vector::model::{SendStep, Step, Vector};
@@ -42,7 +44,20 @@ pub const PROBE_WITHIN_US: u64 = 2_000;
 /// also the fuzz QP's liveness probe. `rq_psn` is the harness's first PSN
 /// (the batch's `${psn}`).
 pub fn batch_vector(id: &str, sends: &[SendStep], rq_psn: u32, fuzz_probe: bool) -> Vector {
+    batch_vector_with(id, sends, rq_psn, fuzz_probe, &[])
+}
+
+/// [`batch_vector`] with extra steps (a reproducer's specific check, such as
+/// [`super::leak::expect_no_response`]) right after the stimuli.
+pub fn batch_vector_with(
+    id: &str,
+    sends: &[SendStep],
+    rq_psn: u32,
+    fuzz_probe: bool,
+    extra: &[Step],
+) -> Vector {
     let mut steps: Vec<Step> = sends.iter().cloned().map(Step::Send).collect();
+    steps.extend(extra.iter().cloned());
     steps.extend(oracle_steps());
     if fuzz_probe {
         steps.extend(fuzz_qp_probe());

@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod export;
+pub mod leak;
 pub mod minimise;
 pub mod mutate;
 pub mod oracle;
@@ -243,8 +244,24 @@ fn reduce(
         Ok(j.finding.is_some_and(|(k, _, _)| k == kind))
     };
     let (minimal, replays) = minimise::minimise(&sends, options.max_replays, &mut same)?;
+    // The minimal batch once more: which specific checks its reproducer needs.
+    let last = oracle::judge(
+        iut,
+        &test_bed,
+        &batch::batch_vector("fuzz.minimal", &minimal, rq_psn, false),
+    )?;
+    let (fuzz_probe, leak_offsets) = if last.finding.is_some() {
+        (last.fuzz_qp_hang, last.leak_offsets)
+    } else {
+        (judged.fuzz_qp_hang, judged.leak_offsets.clone())
+    };
+    let extra: Vec<crate::vector::model::Step> = if leak_offsets.is_empty() {
+        Vec::new()
+    } else {
+        vec![leak::expect_no_response(&leak_offsets)]
+    };
     let id = export::finding_id(kind, &minimal, rq_psn);
-    let reproducer = batch::batch_vector(&id, &minimal, rq_psn, judged.fuzz_qp_hang);
+    let reproducer = batch::batch_vector_with(&id, &minimal, rq_psn, fuzz_probe, &extra);
     let reproducer_result =
         crate::run::session::run_test(iut, &test_bed, &reproducer, "reproducer");
     Ok(Finding {

@@ -1,6 +1,7 @@
 //! Judging one batch (anchors c9): run its vector (see [`super::batch`] for
-//! the oracle steps and what each finds), then, if every step passed and the
-//! agent says the fuzz QP is still RTS, probe the fuzz QP itself.
+//! the oracle steps and what each finds); if every step passed, look for READ
+//! responses to out-of-range READs ([`super::leak`]), then, if the agent says
+//! the fuzz QP is still RTS, probe the fuzz QP itself.
 
 use super::batch::{self, PROBE_WITHIN_US};
 use crate::run::context::Context;
@@ -57,6 +58,8 @@ pub struct Judgement {
     pub finding: Option<(FindingKind, String, String)>,
     /// The fuzz QP probe ran and failed (its steps belong in the reproducer).
     pub fuzz_qp_hang: bool,
+    /// PSN offsets of out-of-range READs answered with data ([`super::leak`]).
+    pub leak_offsets: Vec<u32>,
     /// The session's result (its packets are the batch's pcap).
     pub result: TestResult,
     /// The batch could not be judged (the test bed failed, or a stimulus
@@ -70,6 +73,7 @@ pub fn judge(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector) -> Result<Judgem
     let mut j = Judgement {
         finding: None,
         fuzz_qp_hang: false,
+        leak_offsets: Vec::new(),
         result: result.clone(),
         error: None,
     };
@@ -89,7 +93,12 @@ pub fn judge(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector) -> Result<Judgem
             j.error = Some(result.reason.clone().unwrap_or_default());
         }
         _ => {
-            if let Some(ctx) = ctx
+            if let Some(ctx) = &ctx
+                && let Some((offsets, reason)) = super::leak::leaks(&result, ctx)
+            {
+                j.finding = Some((FindingKind::Memory, "MR-SEC-6".into(), reason));
+                j.leak_offsets = offsets;
+            } else if let Some(ctx) = ctx
                 && let Some(reason) = probe_fuzz_qp(iut, bed, &ctx, &mut result)?
             {
                 j.finding = Some((FindingKind::Hang, "MR-ROB-7".into(), reason));
