@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn a_batch_vector_round_trips_through_yaml() {
         let mut g = Generator::new(Vec::new(), 3);
-        let sends: Vec<SendStep> = (0..20).map(|_| g.next()).collect();
+        let sends: Vec<SendStep> = (0..20).map(|_| g.stimulus()).collect();
         let v = batch_vector("fuzz.t", &sends, 77, true);
         let text = to_yaml(&v, "a header\non two lines").unwrap();
         let back: Vector =

@@ -192,7 +192,7 @@ pub fn fuzz(
         // A first PSN anywhere but the last 256 of the space (the probes'
         // `${psn + 2}` is compared unwrapped).
         let rq_psn = generator.rng().below(0xFF_FF00) as u32;
-        let sends: Vec<SendStep> = (0..n).map(|_| generator.next()).collect();
+        let sends: Vec<SendStep> = (0..n).map(|_| generator.stimulus()).collect();
         let id = format!("fuzz.batch-{}", summary.batches);
         let vector = batch::batch_vector(&id, &sends, rq_psn, false);
         let judged = oracle::judge(iut, &bed.test_bed(), &vector)?;

@@ -129,7 +129,7 @@ impl Generator {
     /// The next stimulus: a mutated seed (1 in 2), a request aimed at an
     /// edge of the fuzz MR (1 in 4) or a packet generated from the opcode
     /// table.
-    pub fn next(&mut self) -> SendStep {
+    pub fn stimulus(&mut self) -> SendStep {
         let mut step = if !self.seeds.is_empty() && self.rng.chance(1, 2) {
             let mut s = self.rng.pick(&self.seeds).clone();
             let n = 1 + self.rng.below(3);
@@ -418,7 +418,7 @@ mod tests {
         let mut a = Generator::new(Vec::new(), 7);
         let mut b = Generator::new(Vec::new(), 7);
         for _ in 0..50 {
-            let (x, y) = (a.next(), b.next());
+            let (x, y) = (a.stimulus(), b.stimulus());
             assert_eq!(
                 serde_json::to_string(&x).unwrap(),
                 serde_json::to_string(&y).unwrap()
@@ -436,7 +436,10 @@ mod tests {
     fn never_the_sentinel() {
         let mut g = Generator::new(Vec::new(), 1);
         for _ in 0..500 {
-            assert!(!g.next().second_qp, "fuzz packets address the fuzz QP only");
+            assert!(
+                !g.stimulus().second_qp,
+                "fuzz packets address the fuzz QP only"
+            );
         }
     }
 }
