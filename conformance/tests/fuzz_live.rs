@@ -191,3 +191,8 @@ fn export_refuses_what_is_not_a_vector() {
 fn read_leak_is_a_memory_finding() {
     finds("read-leak", "MEMORY", "MR-SEC-6");
 }
+
+#[test]
+fn write_access_unchecked_is_a_memory_finding() {
+    finds("write-access-unchecked", "MEMORY", "MR-SEC-4");
+}

@@ -156,7 +156,8 @@ impl Generator {
     }
 
     /// A valid-looking WRITE Only or READ request whose range starts or
-    /// ends within a byte of an edge of the fuzz MR (MR-SEC-4, MR-SEC-5,
+    /// ends within a byte of an edge of the fuzz MR (or, 1 in 8, lies in the
+    /// `ro` MR) (MR-SEC-4, MR-SEC-5,
     /// MR-RSP-6: the bounds checks), its payload as long as its DMA length.
     fn edge_request(&mut self) -> SendStep {
         let r = &mut self.rng;
@@ -176,6 +177,14 @@ impl Generator {
         } else {
             format!("${{mr.{FUZZ_MR}.addr + {delta}}}")
         };
+        // Now and then a request for the `ro` MR, which grants no remote
+        // access: the responder must refuse it (MR-RSP-6) and `ro` must not
+        // change (MR-SEC-4; the batch's `expect_memory`).
+        let (mr, va) = if r.chance(1, 8) {
+            ("ro", format!("${{mr.ro.addr + {}}}", r.below(8)))
+        } else {
+            (FUZZ_MR, va)
+        };
         let (op, payload) = if write {
             (
                 Opcode::RC_WRITE_ONLY,
@@ -186,9 +195,17 @@ impl Generator {
         };
         let reth = BTreeMap::from([
             ("va".to_string(), expr(va)),
-            ("rkey".to_string(), expr(format!("${{mr.{FUZZ_MR}.rkey}}"))),
-            ("dma_len".to_string(), int(len)),
+            ("rkey".to_string(), expr(format!("${{mr.{mr}.rkey}}"))),
+            (
+                "dma_len".to_string(),
+                int(len.min(if mr == "ro" { 56 } else { len })),
+            ),
         ]);
+        let payload = if mr == "ro" {
+            payload.map(|_| self::payload(len.min(56), 0x77))
+        } else {
+            payload
+        };
         SendStep {
             opcode: OpcodeRef::Number(op.0),
             bth: BTreeMap::new(),
