@@ -12,6 +12,7 @@ pub mod check;
 pub mod cli;
 pub mod decode;
 pub mod exit;
+pub mod fuzz;
 pub mod report;
 pub mod run;
 pub mod trace;

@@ -2,6 +2,7 @@
 
 mod check;
 mod decode;
+pub mod fuzz;
 pub mod run;
 mod spec;
 mod vectors;
@@ -32,6 +33,8 @@ pub enum Command {
     Vectors(vectors::VectorsCommand),
     /// Run the suite against every bug-zoo mutant of the reference transport: which vectors catch which mutant.
     Zoo(zoo::ZooArgs),
+    /// Fuzz a live IUT with oracles (liveness, memory, completions); `fuzz export` turns a finding into a vector.
+    Fuzz(Box<fuzz::FuzzArgs>),
     /// Questions about the specification (SPEC.md).
     #[command(subcommand)]
     Spec(spec::SpecCommand),
@@ -59,6 +62,7 @@ pub fn run() -> u8 {
         Command::Run(args) => run::run(&args),
         Command::Vectors(command) => vectors::run(&command),
         Command::Zoo(args) => zoo::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
     }
 }
 

@@ -93,8 +93,10 @@ pub fn planned(set: &VectorSet, options: &RunOptions) -> usize {
             .count()
 }
 
-/// Asks the agent who it is and what it declares.
-fn hello(iut: &mut dyn Iut) -> Result<(String, Map<String, Value>, Endpoint, bool), IutError> {
+/// Asks the agent who it is and what it declares: the implementation's
+/// name, its capability profile, its data-plane addresses and whether it
+/// places canaries (`read_canary`).
+pub fn hello(iut: &mut dyn Iut) -> Result<(String, Map<String, Value>, Endpoint, bool), IutError> {
     let reply = iut.agent(json!({"op": "hello", "v": 1, "client": "metaroce run"}))?;
     let endpoint = hello_endpoint(&reply)?;
     let map = reply

@@ -87,6 +87,18 @@ pub fn harness_qpn(seed: u64, stale: &std::collections::BTreeSet<u32>) -> u32 {
 
 /// Runs one vector. `file` is how reports name it.
 pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -> TestResult {
+    run_test_with_context(iut, bed, vector, file).0
+}
+
+/// Runs one vector and also returns what its setup made (QPs, MRs,
+/// bindings; `None` when the setup did not finish), for a caller that goes
+/// on talking to the IUT afterwards (`metaroce fuzz`'s oracles).
+pub fn run_test_with_context(
+    iut: &mut dyn Iut,
+    bed: &TestBed,
+    vector: &Vector,
+    file: &str,
+) -> (TestResult, Option<Context>) {
     let started = Instant::now();
     let mut t = Test {
         iut,
@@ -123,8 +135,13 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
         Err(Stop::Inconc(reason)) => (Verdict::Inconc, Some(reason), None),
         Err(Stop::Error(reason)) => (Verdict::Error, Some(reason), None),
     };
-    let Test { packets, steps, .. } = t;
-    TestResult {
+    let Test {
+        packets,
+        steps,
+        ctx,
+        ..
+    } = t;
+    let result = TestResult {
         id: vector.id.clone(),
         title: vector.title.clone(),
         file: file.to_string(),
@@ -148,7 +165,8 @@ pub fn run_test(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector, file: &str) -
         attempts: 1,
         steps,
         packets,
-    }
+    };
+    (result, ctx)
 }
 
 /// The capability keys a vector needs that the profile lacks. A key written

@@ -92,6 +92,23 @@ fn read(file: &Path) -> Result<String, LoadError> {
         )));
     }
     let bytes = std::fs::read(file).map_err(|e| fail(e.to_string()))?;
+    text_of(file, bytes)
+}
+
+/// The bytes of a vector file as text, within the size budget.
+fn text_of(file: &Path, bytes: Vec<u8>) -> Result<String, LoadError> {
+    let fail = |message: String| LoadError {
+        file: file.to_path_buf(),
+        line: None,
+        column: None,
+        message,
+    };
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(format!(
+            "{} bytes: larger than the {MAX_FILE_BYTES}-byte limit of a vector file",
+            bytes.len()
+        )));
+    }
     String::from_utf8(bytes).map_err(|e| fail(format!("not UTF-8: {e}")))
 }
 
@@ -134,7 +151,26 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Re
 
 /// Loads one conversation vector and checks it.
 pub fn load_vector(file: &Path) -> Result<Loaded<Vector>, LoadError> {
-    let text = read(file)?;
+    vector_from_text(file, read(file)?)
+}
+
+/// A conversation vector from the bytes of a file named `file` (the loader
+/// without the file system: `fuzz/fuzz_targets/vector_load.rs` and its
+/// corpus replay call it). Errors, never panics, on any bytes.
+pub fn vector_from_bytes(file: &Path, bytes: &[u8]) -> Result<Loaded<Vector>, LoadError> {
+    vector_from_text(file, text_of(file, bytes.to_vec())?)
+}
+
+/// A static codec vector from the bytes of a file named `file` (see
+/// [`vector_from_bytes`]).
+pub fn codec_vector_from_bytes(
+    file: &Path,
+    bytes: &[u8],
+) -> Result<Loaded<CodecVector>, LoadError> {
+    codec_vector_from_text(file, text_of(file, bytes.to_vec())?)
+}
+
+fn vector_from_text(file: &Path, text: String) -> Result<Loaded<Vector>, LoadError> {
     let vector: Vector = parse_yaml(file, &text)?;
     check_vector(&vector).map_err(|message| LoadError {
         file: file.to_path_buf(),
@@ -151,7 +187,10 @@ pub fn load_vector(file: &Path) -> Result<Loaded<Vector>, LoadError> {
 
 /// Loads one static codec vector and checks it.
 pub fn load_codec_vector(file: &Path) -> Result<Loaded<CodecVector>, LoadError> {
-    let text = read(file)?;
+    codec_vector_from_text(file, read(file)?)
+}
+
+fn codec_vector_from_text(file: &Path, text: String) -> Result<Loaded<CodecVector>, LoadError> {
     let vector: CodecVector = parse_yaml(file, &text)?;
     let fail = |message: String| LoadError {
         file: file.to_path_buf(),
