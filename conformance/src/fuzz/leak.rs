@@ -112,6 +112,7 @@ pub fn expect_no_response(offsets: &[u32]) -> Step {
     ]);
     Step::ExpectNone(crate::vector::model::ExpectNoneStep {
         within_us: 500,
+        lower_bound: false,
         fields,
         requirement: Some("MR-SEC-6".into()),
     })

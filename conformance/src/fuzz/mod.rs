@@ -145,6 +145,7 @@ impl Bed {
             seed: 1,
             canaries: self.canaries,
             stale_qpns: Default::default(),
+            harness_qpn: crate::run::session::harness_qpn(1, &Default::default()),
         }
     }
 }

@@ -80,7 +80,7 @@ pub fn judge(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector) -> Result<Judgem
     match result.verdict {
         Verdict::Fail | Verdict::PassNonstrict => {
             let failed = result.steps.iter().rev().find(|s| !s.ok);
-            let kind = match failed.map(|s| s.kind) {
+            let kind = match failed.map(|s| s.kind.as_str()) {
                 Some("canaries" | "expect_memory") => FindingKind::Memory,
                 Some("expect_no_completion") => FindingKind::Completion,
                 _ => FindingKind::Hang,
