@@ -114,7 +114,7 @@ impl Calibration {
     /// For reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} µs (measured: {} round trips, median {} µs, max {} µs; margin = max(5 ms, 8 × max))",
+            "{} µs (measured: {} round trips, median {} µs, max {} µs; margin = max(5 ms, 8 × the second largest))",
             self.margin_ns / 1_000,
             self.samples,
             self.median_ns / 1_000,
@@ -133,8 +133,9 @@ steps:
 "#;
 
 /// Measures round trips to a live IUT: 16 zero-length RDMA WRITEs, each
-/// answered by an ACK. The margin is max(5 ms, 8 × the largest): a live test bed on a shared
-/// machine stalls for milliseconds now and then.
+/// answered by an ACK. The margin is max(5 ms, 8 × the second largest): a live test bed on a
+/// shared machine stalls for milliseconds now and then; `--retries` absorbs
+/// a stall during a test.
 pub fn calibrate(iut: &mut dyn Iut) -> Result<Calibration, IutError> {
     let mut text = CALIBRATION.to_string();
     for k in 0..16 {
@@ -178,10 +179,13 @@ pub fn calibrate(iut: &mut dyn Iut) -> Result<Calibration, IutError> {
     rtts.sort_unstable();
     let median_ns = rtts.get(rtts.len() / 2).copied().unwrap_or(0);
     let max_ns = rtts.last().copied().unwrap_or(0);
+    // One stall of a loaded host must not set the margin of the whole run
+    // (it would swallow every timer test): the largest sample is dropped.
+    let high_ns = rtts.iter().rev().nth(1).copied().unwrap_or(max_ns);
     Ok(Calibration {
         median_ns,
         max_ns,
-        margin_ns: (8 * max_ns).max(5_000_000),
+        margin_ns: (8 * high_ns).max(5_000_000),
         samples: rtts.len(),
     })
 }
