@@ -101,6 +101,12 @@ if [ $up = 0 ]; then
   exit 3
 fi
 
+step "agent smoke test (bad requests on the real device)"
+ip netns exec "$NS" timeout 60 python3 "$H/agent_smoke.py" $VMIP:$PORT > "$OUT/agent_smoke.txt" 2>&1
+SMOKE=$?
+tail -n 1 "$OUT/agent_smoke.txt"
+[ $SMOKE = 0 ] || { grep -v '^ok' "$OUT/agent_smoke.txt" >&2; echo "$0: agent smoke test failed" >&2; exit 3; }
+
 step "metaroce run (Base vectors: $VECTORS)"
 ip netns exec "$NS" timeout "$TMO" "$METAROCE" run --vectors "$VECTORS" \
   --iut raw:$TAP --agent $VMIP:$PORT --ip $HIP --mac $HMAC \
