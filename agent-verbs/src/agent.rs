@@ -60,7 +60,7 @@ pub struct DeviceSetup {
 pub fn profile(info: &DevInfo) -> CapabilityProfile {
     CapabilityProfile {
         rc: true,
-        uc: false,
+        uc: true,
         ud: true,
         atomics: info.atomic_cap != 0,
         flush: false,
@@ -97,7 +97,10 @@ struct MrEntry {
 
 struct QpEntry {
     qp: Qp,
+    /// The row type of the SPEC §6.2 table (UC QPs use the RC rows).
     ty: QpType,
+    /// An unreliable connected QP.
+    uc: bool,
     pd: u32,
     send_cq: u32,
     recv_cq: u32,
@@ -393,9 +396,7 @@ impl VerbsAgent {
         let (ty, ibv_type, name) = match r.qp_type {
             QpTypeName::Rc => (QpType::Rc, 2, "rc"),
             QpTypeName::Ud => (QpType::Ud, 4, "ud"),
-            QpTypeName::Uc => {
-                return Err(bad(ErrorCode::Unsupported, "qp_type", "profile uc: false"));
-            }
+            QpTypeName::Uc => (QpType::Rc, 3, "uc"),
         };
         let c = &r.caps;
         for (v, max, field) in [
@@ -438,6 +439,7 @@ impl VerbsAgent {
             QpEntry {
                 qp,
                 ty,
+                uc: name == "uc",
                 pd: r.pd,
                 send_cq: r.send_cq,
                 recv_cq: r.recv_cq,
@@ -737,6 +739,17 @@ impl VerbsAgent {
                 json!({"dest_mac": mac_text, "dest_ip": ip.to_string(), "traffic_class": p.traffic_class, "hop_limit": p.hop_limit}),
             );
         }
+        if e.uc {
+            // UC has no responder resources, RNR, retries or ACK timer:
+            // SPEC §6.2 gives every connected QP the same attributes, verbs
+            // refuses these on UC, and UC has no behaviour they could change.
+            q.mask &= !(mask::MAX_DEST_RD_ATOMIC
+                | mask::MIN_RNR_TIMER
+                | mask::TIMEOUT
+                | mask::RETRY_CNT
+                | mask::RNR_RETRY
+                | mask::MAX_QP_RD_ATOMIC);
+        }
         e.qp.modify(&q)
             .map_err(|err| refused("ibv_modify_qp", "state", err))?;
         if let Some(e) = self.qps.get_mut(&r.qpn) {
@@ -759,7 +772,11 @@ impl VerbsAgent {
     fn query_qp(&self, qpn: u32) -> Res<Map<String, Value>> {
         let e = self.qp(qpn)?;
         let (state, _) = self.state(e)?;
-        let ty = if e.ty == QpType::Ud { "ud" } else { "rc" };
+        let ty = match (e.ty, e.uc) {
+            (QpType::Ud, _) => "ud",
+            (_, true) => "uc",
+            _ => "rc",
+        };
         let mut m = obj(json!({
             "qpn": qpn, "qp_type": ty, "state": state, "attrs": e.attrs,
             "pd": e.pd, "send_cq": e.send_cq, "recv_cq": e.recv_cq, "sq_sig_all": e.sq_sig_all,
@@ -845,6 +862,18 @@ impl VerbsAgent {
                 ErrorCode::Unsupported,
                 "opcode",
                 "a UD QP carries SEND only",
+            ));
+        }
+        if e.uc
+            && !matches!(
+                r.opcode,
+                O::Send | O::SendWithImm | O::RdmaWrite | O::RdmaWriteWithImm
+            )
+        {
+            return Err(bad(
+                ErrorCode::Unsupported,
+                "opcode",
+                "a UC QP carries SEND and WRITE only",
             ));
         }
         match (e.ty, &r.ud) {
