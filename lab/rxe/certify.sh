@@ -20,10 +20,12 @@
 # (not configured on the TAP: the harness owns those frames), then stops
 # the guest and deletes the namespace on every exit path.
 #
-# Exit status: 0 when every test is PASS, XFAIL (a FAIL examined and listed
-# in rxe-expectations.yaml), UNSUPPORTED, or an INCONC listed in
-# rxe-inconc.txt (a setup rxe cannot do, e.g. a P_Key outside its table);
-# 1 a FAIL not listed; 2 an ERROR or unlisted INCONC; 3 the lab failed.
+# Every test that does not pass runs once more (`--retries 1`: a pass then
+# is FLAKY in the report). Exit status: 0 when every test is PASS, XFAIL (a
+# FAIL examined and listed in rxe-expectations.yaml), UNSUPPORTED, or an
+# INCONC either listed in rxe-inconc.txt (a setup rxe cannot do, e.g. a
+# P_Key outside its table) or due to the test bed (a timer shorter than the
+# window margin); 1 a FAIL not listed; 2 another ERROR/INCONC; 3 lab failure.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 WORKDIR OUTDIR [metaroce run args...]" >&2; exit 3; }
 [ "$(id -u)" -eq 0 ] || { echo "$0: needs root (apt-get, netns, TAP)" >&2; exit 3; }
@@ -111,51 +113,26 @@ step "metaroce run (Base vectors: $VECTORS)"
 ip netns exec "$NS" timeout "$TMO" "$METAROCE" run --vectors "$VECTORS" \
   --iut raw:$TAP --agent $VMIP:$PORT --ip $HIP --mac $HMAC \
   --profile "$H/rxe-profile.yaml" --expectations "$H/rxe-expectations.yaml" \
-  --report-dir "$OUT" -v "$@" > "$OUT/summary.txt" 2> "$OUT/run.stderr"
+  --retries 1 --report-dir "$OUT" -v "$@" > "$OUT/summary.txt" 2> "$OUT/run.stderr"
 RC=$?
 step "metaroce run exit $RC"
 
-# rxe answers in well under a millisecond, but under TCG on a busy machine a
-# frame can reach the harness late and shift a verdict. A FAIL not listed in
-# rxe-expectations.yaml is run once more alone; one that passes then is
-# reported FLAKY (the report keeps the first verdict) and does not fail the lab.
-if [ $RC = 1 ]; then
-
-  for id in $(grep -E '^FAIL ' "$OUT/summary.txt" | awk '{print $2}'); do
-    ip netns exec "$NS" timeout 300 "$METAROCE" run --vectors "$VECTORS" \
-      --iut raw:$TAP --agent $VMIP:$PORT --ip $HIP --mac $HMAC \
-      --profile "$H/rxe-profile.yaml" --expectations "$H/rxe-expectations.yaml" \
-      -k "$id" > "$OUT/retry.$id.txt" 2>&1
-    if [ $? = 0 ]; then echo "FLAKY $id (passed when run again)"
-    else echo "FAIL again: $id"; fi
-  done | tee "$OUT/retries.txt"
-  if ! grep -q '^FAIL again' "$OUT/retries.txt"; then RC=$(grep -qE '^(INCONC|ERROR) ' "$OUT/summary.txt" && echo 2 || echo 0); fi
-fi
-
-touch "$W/share/agent.stop"
-for _ in $(seq 1 60); do kill -0 "$VM" 2>/dev/null || break; sleep 1; done
-wait "$VM" 2>/dev/null; VM=
-ip netns del "$NS"
-tr -d '\r' < "$OUT/guest.log" | grep -a '^GUEST' > "$OUT/guest.txt"
-cp "$W/share/agent.log" "$OUT/agent.log" 2>/dev/null
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "guest kernel: $(cat "$W/share/agent.kver" 2>/dev/null)"
-  echo "rdma-core: $(cat "$W/share/agent.rdmacore" 2>/dev/null)"
-  echo "qemu: $(qemu-system-x86_64 --version | head -n 1)"
-  echo "rxe hw_counters after the run: $(cat "$W/share/agent.counters" 2>/dev/null)"
-} > "$OUT/versions.txt"
-cat "$OUT/versions.txt"
-grep -v '^ *PASS ' "$OUT/summary.txt" | tail -n 80
-# INCONC listed in rxe-inconc.txt (setups rxe cannot do) do not fail the lab.
+# INCONC is not an rxe verdict when the harness says the test bed is too slow
+# for the test (a timer below the window margin), or when the setup is one
+# rxe cannot do (listed in rxe-inconc.txt): neither fails the lab.
 if [ $RC = 2 ]; then
-  other=$(grep -E '^(INCONC|ERROR) ' "$OUT/summary.txt" | awk '{print $1" "$2}' \
-    | grep -v -x -F -f <(grep -v '^#' "$H/rxe-inconc.txt" | awk 'NF{print "INCONC "$1}'))
-  if [ -z "$other" ] && ! grep -qE '^FAIL ' "$OUT/summary.txt"; then
-    echo "only the INCONC of rxe-inconc.txt: lab passes"; RC=0
-  else
-    echo "not examined: $other"
-  fi
+  if python3 - "$OUT/report.json" "$H/rxe-inconc.txt" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+listed = {l.split()[0] for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")}
+bed = ("cannot be judged on this test bed", "cannot answer in time")
+other = [t["id"] for t in report["tests"]
+         if t["verdict"] in ("INCONC", "ERROR", "FAIL")
+         and not (t["verdict"] == "INCONC" and (t["id"] in listed or any(b in (t.get("reason") or "") for b in bed)))]
+print("not examined:", " ".join(other) if other else "none")
+sys.exit(1 if other else 0)
+PY
+  then echo "only INCONC of a slow test bed or of rxe-inconc.txt: lab passes"; RC=0; fi
 fi
 step "done: exit $RC; reports in $OUT"
 exit $RC
