@@ -117,6 +117,22 @@ ip netns exec "$NS" timeout "$TMO" "$METAROCE" run --vectors "$VECTORS" \
 RC=$?
 step "metaroce run exit $RC"
 
+touch "$W/share/agent.stop"
+for _ in $(seq 1 60); do kill -0 "$VM" 2>/dev/null || break; sleep 1; done
+wait "$VM" 2>/dev/null; VM=
+ip netns del "$NS"
+tr -d '\r' < "$OUT/guest.log" | grep -a '^GUEST' > "$OUT/guest.txt"
+cp "$W/share/agent.log" "$OUT/agent.log" 2>/dev/null
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "guest kernel: $(cat "$W/share/agent.kver" 2>/dev/null)"
+  echo "rdma-core: $(cat "$W/share/agent.rdmacore" 2>/dev/null)"
+  echo "qemu: $(qemu-system-x86_64 --version | head -n 1)"
+  echo "rxe hw_counters after the run: $(cat "$W/share/agent.counters" 2>/dev/null)"
+} > "$OUT/versions.txt"
+cat "$OUT/versions.txt"
+grep -v '^ *PASS ' "$OUT/summary.txt" | tail -n 80
+
 # INCONC is not an rxe verdict when the harness says the test bed is too slow
 # for the test (a timer below the window margin), or when the setup is one
 # rxe cannot do (listed in rxe-inconc.txt): neither fails the lab.
