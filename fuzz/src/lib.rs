@@ -10,6 +10,7 @@
 
 pub mod checks;
 pub mod spec;
+pub mod stateful;
 
 pub use checks::{check_parse, check_roundtrip};
 pub use spec::{BuilderSpec, check_builder};
