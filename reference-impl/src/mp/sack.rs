@@ -78,8 +78,9 @@ impl RecvMap {
     /// The index of a PSN at or before c (duplicates), when within 2^23.
     pub(crate) fn index_of_old(&self, psn: Psn) -> Option<u64> {
         let back = self.cum_psn().distance(psn);
+        // Nothing received yet (cum_next 0): no PSN is at or before c.
         (back < 1 << 23)
-            .then(|| (self.cum_next - 1).checked_sub(u64::from(back)))
+            .then(|| self.cum_next.checked_sub(1)?.checked_sub(u64::from(back)))
             .flatten()
     }
 
@@ -163,6 +164,17 @@ mod tests {
         m.mark(5, 1);
         assert_eq!(m.classify(Psn::new(15)), PsnClass::Duplicate);
         assert_eq!(m.index_of_old(Psn::new(11)), Some(1));
+    }
+
+    #[test]
+    fn duplicate_before_anything_received_has_no_index() {
+        // A PSN before rq_psn arriving first (a stale or injected packet)
+        // is a duplicate of nothing: no index, and no arithmetic overflow
+        // (found by the reference_stateful fuzz target).
+        let m = RecvMap::new(10, 64);
+        assert_eq!(m.classify(Psn::new(9)), PsnClass::Duplicate);
+        assert_eq!(m.index_of_old(Psn::new(9)), None);
+        assert_eq!(m.index_of_old(Psn::new(0xFF_FFF0)), None);
     }
 
     #[test]
