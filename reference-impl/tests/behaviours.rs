@@ -457,3 +457,34 @@ fn ud_send_and_receive() {
     assert_eq!(b.counters().qkey_violations, 1);
     assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Rts);
 }
+
+#[test]
+fn cnp_goes_through_the_receive_rows_before_it_counts() {
+    // §9.2: a CNP passes rows 16–21 like any packet (MR-DCQCN-8): a P_Key
+    // mismatch (row 18) decides before a bad ICRC (row 21), and a CNP from
+    // the wrong address (row 17) is malformed. Found by the differential
+    // fuzz target (the CNP was counted before any of these rows).
+    use metaroce_codec::{Opcode, PacketBuilder};
+    let Pair { mut b, eb, .. } = pair(Params::default());
+    let cnp = || {
+        PacketBuilder::new(Opcode::CNP)
+            .macs(MAC_A, MAC_B)
+            .ipv4(IP_A, IP_B)
+            .dest_qp(eb.qpn)
+    };
+    b.handle_frame(0, &cnp().build());
+    assert_eq!(b.counters().cnp_received, 1, "MR-CNP-5: a valid CNP counts");
+    b.handle_frame(0, &cnp().bth(|h| h.pkey = 0x1234).corrupt_icrc().build());
+    assert_eq!(b.counters().pkey_violations, 1, "MR-BTH-5: row 18 first");
+    assert_eq!(b.counters().icrc_errors, 0, "row 21 comes after row 18");
+    b.handle_frame(0, &cnp().ipv4(IP_B, IP_B).build());
+    assert_eq!(b.counters().malformed_drops, 1, "MR-SEC-9: row 17");
+    b.handle_frame(0, &cnp().corrupt_icrc().build());
+    assert_eq!(b.counters().icrc_errors, 1, "MR-ICRC-3: row 21");
+    assert_eq!(
+        b.counters().cnp_received,
+        1,
+        "MR-DCQCN-8: only the valid one"
+    );
+    assert!(drain(&mut b).is_empty(), "MR-CNP-5: no response");
+}
