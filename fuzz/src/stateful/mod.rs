@@ -12,7 +12,10 @@
 //! Every `run` is bounded: at most `MAX_EVENTS` events per input, frames and
 //! timers per event capped, and queues that drop their oldest entry when full.
 
+pub mod differential;
 pub mod frame;
 pub mod input;
 pub mod model;
+pub mod pair;
+pub mod reference;
 pub mod spec_frame;

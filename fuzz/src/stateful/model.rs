@@ -793,15 +793,15 @@ fn wire_push(wire: &mut VecDeque<Vec<u8>>, frame: Vec<u8>) {
 /// of order or duplicated.
 fn wire_take(wire: &mut VecDeque<Vec<u8>>, inp: &mut Input<'_>) -> Option<Vec<u8>> {
     match inp.pick(16) {
-        0 => {
+        15 => {
             wire.pop_front();
             wire.pop_front()
         }
-        1 => {
+        14 => {
             let i = inp.pick(wire.len().max(1));
             wire.remove(i)
         }
-        2 => wire.front().cloned(),
+        13 => wire.front().cloned(),
         _ => wire.pop_front(),
     }
 }
