@@ -396,8 +396,9 @@ impl Device {
             return;
         }
         // Row 20 (MR-ROB-4).
-        if layout.payload == PayloadRule::None
-            && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty())
+        if pkt.pad_too_large
+            || (layout.payload == PayloadRule::None
+                && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty()))
         {
             c.malformed_drops += 1;
             return;
