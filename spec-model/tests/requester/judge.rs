@@ -371,6 +371,27 @@ fn read_gap_then_re_request_mr_read_7_mr_req_4_not_mr_req_6() {
 }
 
 #[test]
+fn first_read_response_lost_then_re_request_not_mr_req_6() {
+    // The same before any acknowledgement: the READ is the first request,
+    // its First response is lost and a Middle arrives. Nothing is
+    // acknowledged ("MR-READ-7": the Middle is dropped), so reissuing the
+    // READ from PSN 0 is no retransmission of an acknowledged PSN (MR-REQ-6).
+    // Found by the differential fuzz target (the judge took the Middle as
+    // acknowledging PSNs 0–1 while no ACK had come yet).
+    let mut j = judge(Some(1024));
+    let mut rd = bare(Opcode::RC_READ_REQUEST, 0);
+    rd.bth.ack_req = true;
+    rd.ext.reth = Some(metaroce_codec::ext::RethRepr {
+        va: 0x1000,
+        rkey: 7,
+        dma_len: 3000,
+    });
+    assert_eq!(feed(&mut j, std::slice::from_ref(&rd)), vec![]);
+    j.on_response(&bare(Opcode::RC_READ_RESPONSE_MIDDLE, 1).pkt(), None);
+    assert_eq!(ids(&feed(&mut j, &[rd])), Vec::<&str>::new(), "MR-REQ-6");
+}
+
+#[test]
 fn lossy_stream_gap_mr_psn_3_not_reported() {
     // With `lossy`, a PSN gap is loss before the capture point, not MR-PSN-3.
     let pkts = sends(3);

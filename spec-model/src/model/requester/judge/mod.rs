@@ -100,6 +100,8 @@ pub struct RequestStreamJudge {
     read_unsized: Option<(Psn, u64)>,
     /// Highest PSN acknowledged.
     acked: Option<Psn>,
+    /// PSN of the first request seen (what is unacknowledged before any ACK).
+    first_psn: Option<Psn>,
     last_ack_ns: Option<u64>,
     sent: HashMap<u32, Sent>,
     msg: Option<Msg>,
@@ -124,6 +126,7 @@ impl RequestStreamJudge {
             next_psn: None,
             read_unsized: None,
             acked: None,
+            first_psn: None,
             last_ack_ns: None,
             sent: HashMap::new(),
             msg: None,
@@ -178,6 +181,7 @@ impl RequestStreamJudge {
         }
         let psn = pkt.bth.psn;
         let Some(next) = self.next_psn else {
+            self.first_psn = Some(psn);
             self.on_new(pkt, now_ns, true, &mut f);
             return f;
         };
@@ -221,22 +225,24 @@ impl RequestStreamJudge {
             let len = pkt.payload.len() as u32;
             self.pmtu.narrow(|p| p == len);
         }
-        // Only READ responses acknowledge the PSNs of a READ, in order.
+        // Only READ responses acknowledge the PSNs of a READ, in order; the
+        // oldest unacknowledged PSN is the first request's before any ACK.
         let read_response = matches!(op.0, 0x0D..=0x10);
-        let awaited_read = self.acked.filter(|a| {
-            self.holding(a.add(1))
+        let expected = self.acked.map(|a| a.add(1)).or(self.first_psn);
+        let awaited_read = expected.filter(|&e| {
+            self.holding(e)
                 .is_some_and(|(_, s)| s.opcode == Opcode::RC_READ_REQUEST)
         });
-        if let Some(a) = awaited_read
+        if let Some(e) = awaited_read
             && read_response
-            && psn.is_after(a.add(1))
+            && psn.is_after(e)
         {
             return; // "MR-READ-7": later than the next expected response, dropped
         }
         // "MR-REQ-4": an ACK or NAK beyond a READ whose responses are missing
         // does not acknowledge them; the READ is retried from the first missing one.
         let upto = |p: Psn| match awaited_read {
-            Some(a) if !read_response => a,
+            Some(e) if !read_response => e.sub(1),
             _ => p,
         };
         match pkt.ext.aeth.map(|a| a.syndrome.kind()) {
