@@ -35,6 +35,10 @@ use std::collections::VecDeque;
 /// Most requests queued per connection while their responses are awaited.
 pub const MAX_PENDING: usize = 512;
 
+/// Unanswered requests whose other branches a lossy capture tries when a
+/// response fits nothing (a bound on the judge's work, not a rule of SPEC.md).
+const REINTERPRET_DEPTH: usize = 8;
+
 /// Most Acknowledge obligations kept per connection for requests retired
 /// early (beyond [`MAX_PENDING`]); older ones are forgotten unjudged.
 pub const MAX_LOOSE: usize = 1024;
@@ -351,7 +355,8 @@ impl ResponderSide {
         if r.acknowledges() {
             self.cover(r.psn);
         }
-        let Some(i) = self.pending.iter().position(|e| e.fits(&r)) else {
+        let fit = self.pending.iter().position(|e| e.fits(&r));
+        let Some(i) = fit.or_else(|| self.reinterpret(&r)) else {
             self.unexpected(&r, out);
             return;
         };
@@ -441,6 +446,37 @@ impl ResponderSide {
             }
         }
         self.loose.retain(|l| psn.is_before(l.psn));
+    }
+
+    /// Lossy captures only: a response that fits no queued request may show
+    /// that an earlier request whose responses were all lost took another
+    /// branch (an RNR NAK instead of execution leaves the MSN where it was).
+    /// Tries the other branches of the oldest such requests (at most
+    /// [`REINTERPRET_DEPTH`]), re-judging the later ones from each; keeps the
+    /// first that lets the response fit and returns where it fits.
+    fn reinterpret(&mut self, r: &Resp) -> Option<usize> {
+        if !self.lossy {
+            return None;
+        }
+        let saved = (self.pending.clone(), self.state.clone());
+        let depth = self.pending.len().min(REINTERPRET_DEPTH);
+        for j in 0..depth {
+            if !self.pending[j].observed.is_empty() {
+                continue;
+            }
+            for b in 0..self.pending[j].alts.len() {
+                if b == saved.0[j].chosen || !self.pending[j].alts[b].viable {
+                    continue;
+                }
+                self.pending[j].chosen = b;
+                self.rebase(j);
+                if let Some(i) = self.pending.iter().position(|e| e.fits(r)) {
+                    return Some(i);
+                }
+                (self.pending, self.state) = saved.clone();
+            }
+        }
+        None
     }
 
     /// Judges the queued requests from `idx + 1` on again from the state

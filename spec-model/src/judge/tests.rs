@@ -373,3 +373,65 @@ fn arbitrary_headers_do_not_panic() {
     let _ = run(&p);
     let _ = run_with(ConversationConfig::default(), &p);
 }
+
+#[test]
+fn lossy_capture_reinterprets_a_request_whose_responses_were_lost() {
+    // A Fetch-Add (MSN 1) and a SEND answered with an RNR NAK (MSN stays
+    // 1), both resent twice; the second SEND's RNR NAK is lost before the
+    // capture point, and the third Atomic Acknowledge (a replay) carries MSN
+    // 1, which shows the second SEND was not executed either. A lossy
+    // capture must take that branch, not report MR-DUP-5. Found by the
+    // differential fuzz target against the reference transport.
+    let mut fa = request(Opcode::RC_FETCH_ADD, 7, 0, true);
+    fa.ext.atomic_eth = Some(metaroce_codec::ext::AtomicEthRepr {
+        va: 0x1000,
+        rkey: 7,
+        swap_add: 1,
+        compare: 0,
+    });
+    let fa2 = || {
+        let mut p = request(Opcode::RC_FETCH_ADD, 7, 0, true);
+        p.ext.atomic_eth = fa.ext.atomic_eth;
+        p
+    };
+    let atomic_ack = || response(Opcode::RC_ATOMIC_ACK, 7, Some(0x1F), 1, 0);
+    // The requester resent both twice on timeouts before any response came.
+    let send = || request(Opcode::RC_SEND_ONLY, 8, 16, true);
+    let pkts = [
+        fa2(),
+        send(),
+        fa2(),
+        send(),
+        fa2(),
+        send(),
+        atomic_ack(),
+        response(Opcode::RC_ACK, 8, Some(0x27), 1, 0),
+        atomic_ack(),
+        atomic_ack(),
+    ];
+    let lossy = ConversationConfig {
+        pmtu: Some(1024),
+        lossy: true,
+        ..ConversationConfig::default()
+    };
+    let (_, f) = run_with(lossy.clone(), &pkts);
+    let musts: Vec<_> = f
+        .iter()
+        .filter(|f| f.finding.severity == crate::Severity::Must)
+        .collect();
+    assert!(musts.is_empty(), "MR-DUP-5: {musts:?}");
+    // Without loss the missing RNR NAK is a finding, as before.
+    let (_, strict) = run_with(
+        ConversationConfig {
+            lossy: false,
+            ..lossy
+        },
+        &pkts,
+    );
+    assert!(
+        strict
+            .iter()
+            .any(|f| f.finding.severity == crate::Severity::Must),
+        "a strict capture still reports the missing response"
+    );
+}
