@@ -453,7 +453,9 @@ impl ResponderSide {
     /// branch (an RNR NAK instead of execution leaves the MSN where it was).
     /// Tries the other branches of the oldest such requests (at most
     /// [`REINTERPRET_DEPTH`]), re-judging the later ones from each; keeps the
-    /// first that lets the response fit and returns where it fits.
+    /// first that lets the response fit and returns where it fits. Failing
+    /// that, the MSN learnt so far is forgotten (it may have come from the
+    /// replayed response of a duplicate) and learnt again.
     fn reinterpret(&mut self, r: &Resp) -> Option<usize> {
         if !self.lossy {
             return None;
@@ -475,6 +477,19 @@ impl ResponderSide {
                 }
                 (self.pending, self.state) = saved.clone();
             }
+        }
+        // The MSN learnt from a response that answered a duplicate (its
+        // original's response lost) is the MSN at the replay, not at the
+        // original's execution: forget it and learn it again from `r`.
+        if depth > 0 {
+            for a in &mut self.pending[0].alts {
+                a.state.msn = crate::model::Knowledge::Unknown;
+            }
+            self.rebase(0);
+            if let Some(i) = self.pending.iter().position(|e| e.fits(r)) {
+                return Some(i);
+            }
+            (self.pending, self.state) = saved;
         }
         None
     }

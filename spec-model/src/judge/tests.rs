@@ -435,3 +435,46 @@ fn lossy_capture_reinterprets_a_request_whose_responses_were_lost() {
         "a strict capture still reports the missing response"
     );
 }
+
+#[test]
+fn lossy_capture_relearns_an_msn_taught_by_a_replay() {
+    // A Fetch-Add and its retransmission, then a SEND and its retransmission,
+    // all before any response. The responder executes the Fetch-Add (MSN 1),
+    // replays it for the duplicate, executes the SEND (MSN 2) and acknowledges
+    // its duplicate; only the replay of the third Fetch-Add copy (MSN 2, sent
+    // after the SEND executed) and the last ACK (MSN 2) reach the capture.
+    // The first AETH seen taught MSN 2 for the Fetch-Add; the ACK then shows
+    // it came from a replay. A lossy capture learns again instead of
+    // reporting MR-MSN-2. Found by the differential fuzz target.
+    let fa = || {
+        let mut p = request(Opcode::RC_FETCH_ADD, 7, 0, true);
+        p.ext.atomic_eth = Some(metaroce_codec::ext::AtomicEthRepr {
+            va: 0x1000,
+            rkey: 7,
+            swap_add: 1,
+            compare: 0,
+        });
+        p
+    };
+    let send = || request(Opcode::RC_SEND_ONLY, 8, 0, true);
+    let pkts = [
+        fa(),
+        fa(),
+        send(),
+        fa(),
+        send(),
+        response(Opcode::RC_ATOMIC_ACK, 7, Some(0x1F), 2, 0),
+        ack(8, 2),
+    ];
+    let lossy = ConversationConfig {
+        pmtu: Some(1024),
+        lossy: true,
+        ..ConversationConfig::default()
+    };
+    let (_, f) = run_with(lossy, &pkts);
+    let musts: Vec<_> = f
+        .iter()
+        .filter(|f| f.finding.severity == crate::Severity::Must)
+        .collect();
+    assert!(musts.is_empty(), "MR-MSN-2: {musts:?}");
+}
