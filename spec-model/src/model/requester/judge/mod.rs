@@ -225,24 +225,34 @@ impl RequestStreamJudge {
             let len = pkt.payload.len() as u32;
             self.pmtu.narrow(|p| p == len);
         }
-        // Only READ responses acknowledge the PSNs of a READ, in order; the
+        // Only READ responses acknowledge the PSNs of a READ, in order, and
+        // only its Atomic Acknowledge the PSN of an atomic ("MR-REQ-4"); the
         // oldest unacknowledged PSN is the first request's before any ACK.
-        let read_response = matches!(op.0, 0x0D..=0x10);
         let expected = self.acked.map(|a| a.add(1)).or(self.first_psn);
-        let awaited_read = expected.filter(|&e| {
-            self.holding(e)
-                .is_some_and(|(_, s)| s.opcode == Opcode::RC_READ_REQUEST)
+        let awaited = expected.and_then(|e| {
+            let (_, s) = self.holding(e)?;
+            matches!(
+                s.opcode,
+                Opcode::RC_READ_REQUEST | Opcode::RC_CMP_SWAP | Opcode::RC_FETCH_ADD
+            )
+            .then_some((e, s.opcode))
         });
-        if let Some(e) = awaited_read
-            && read_response
+        let own_response = match awaited {
+            Some((_, Opcode::RC_READ_REQUEST)) => matches!(op.0, 0x0D..=0x10),
+            Some(_) => op == Opcode::RC_ATOMIC_ACK,
+            None => false,
+        };
+        if let Some((e, Opcode::RC_READ_REQUEST)) = awaited
+            && own_response
             && psn.is_after(e)
         {
             return; // "MR-READ-7": later than the next expected response, dropped
         }
-        // "MR-REQ-4": an ACK or NAK beyond a READ whose responses are missing
-        // does not acknowledge them; the READ is retried from the first missing one.
-        let upto = |p: Psn| match awaited_read {
-            Some(e) if !read_response => e.sub(1),
+        // "MR-REQ-4": an ACK or NAK beyond a READ or atomic whose responses
+        // are missing does not acknowledge them; it is retried from the
+        // first missing one.
+        let upto = |p: Psn| match awaited {
+            Some((e, _)) if !own_response => e.sub(1),
             _ => p,
         };
         match pkt.ext.aeth.map(|a| a.syndrome.kind()) {
