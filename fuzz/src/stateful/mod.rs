@@ -19,3 +19,26 @@ pub mod model;
 pub mod pair;
 pub mod reference;
 pub mod spec_frame;
+
+/// What one run did, for the corpus replay's check that the committed
+/// inputs reach deep state (not only that nothing fails).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Events run.
+    pub events: u64,
+    /// Work completions with status SUCCESS.
+    pub completed_ok: u64,
+    /// Frames (or packets) a model judged or a QP model took.
+    pub judged: u64,
+}
+
+impl Tally {
+    /// The sum of two tallies.
+    pub fn add(self, o: Tally) -> Tally {
+        Tally {
+            events: self.events + o.events,
+            completed_ok: self.completed_ok + o.completed_ok,
+            judged: self.judged + o.judged,
+        }
+    }
+}

@@ -30,6 +30,7 @@
 //!   satisfy the MP requester's own spec is accepted by it.
 
 use super::frame::{self, Endpoints, Family, Region, Target};
+use super::Tally;
 use super::input::Input;
 use super::spec_frame;
 use core::net::Ipv4Addr;
@@ -170,10 +171,16 @@ struct World {
     /// Work requests posted per (QP, receive side).
     posted: BTreeMap<(u32, bool), u64>,
     resp_events: Vec<ResponderEvent>,
+    tally: Tally,
 }
 
 /// Runs one input through the model; `Err` names the violated invariant.
 pub fn run(data: &[u8]) -> Result<(), String> {
+    run_tally(data).map(|_| ())
+}
+
+/// [`run`], with what the run did.
+pub fn run_tally(data: &[u8]) -> Result<Tally, String> {
     let mut inp = Input::new(data);
     let mut w = World::new(&mut inp);
     let trace = std::env::var_os("METAROCE_FUZZ_TRACE").is_some();
@@ -187,8 +194,9 @@ pub fn run(data: &[u8]) -> Result<(), String> {
         }
         w.step(event, &mut inp)
             .map_err(|e| format!("event {i} ({event:?}): {e}"))?;
+        w.tally.events += 1;
     }
-    Ok(())
+    Ok(w.tally)
 }
 
 impl World {
@@ -323,6 +331,7 @@ impl World {
             done: BTreeMap::new(),
             posted: BTreeMap::new(),
             resp_events: Vec::new(),
+            tally: Tally::default(),
         }
     }
 
@@ -483,6 +492,7 @@ impl World {
         let Some(d) = received.delivery() else {
             return Ok(());
         };
+        self.tally.judged += 1;
         let packet = d.packet;
         let arrival = ArrivalInfo {
             now_ns: self.now,
@@ -699,6 +709,9 @@ impl World {
                     "MR-REQ-2: QP {qpn:#x} completes {side} work request {} of {posted} posted",
                     spec.wr
                 ));
+            }
+            if spec.status == Field::Exact(metaroce_spec::model::WcStatus::Success) {
+                self.tally.completed_ok += 1;
             }
             if !done.insert(spec.wr) {
                 return Err(format!(

@@ -16,6 +16,7 @@
 //!   than are outstanding, at most [`MAX_RESPONSES`] queued responses, and a
 //!   device sends at most `MAX_BURST` frames in answer to one event.
 
+use super::Tally;
 use super::input::Input;
 use super::pair::{Event, Kind, Pair};
 use std::collections::BTreeSet;
@@ -27,9 +28,15 @@ pub const MAX_RESPONSES: usize = 4096;
 
 /// Runs one input; `Err` names the violated property.
 pub fn run(data: &[u8]) -> Result<(), String> {
+    run_tally(data).map(|_| ())
+}
+
+/// [`run`], with what the run did.
+pub fn run_tally(data: &[u8]) -> Result<Tally, String> {
     let mut inp = Input::new(data);
     let mut pair = Pair::new(&mut inp, true)?;
     let mut done: [BTreeSet<u64>; 2] = [BTreeSet::new(), BTreeSet::new()];
+    let mut tally = Tally::default();
     let trace = std::env::var_os("METAROCE_FUZZ_TRACE").is_some();
     for i in 0..MAX_EVENTS {
         if inp.is_empty() {
@@ -43,8 +50,11 @@ pub fn run(data: &[u8]) -> Result<(), String> {
             .and_then(|()| pair.pump())
             .and_then(|()| check(&mut pair, &mut done))
             .map_err(|e| format!("event {i} ({event:?}): {e}"))?;
+        tally.events += 1;
     }
-    Ok(())
+    tally.completed_ok = pair.completed_ok;
+    tally.judged = pair.frames_handed;
+    Ok(tally)
 }
 
 /// Every property of the module documentation, after one event.
