@@ -414,6 +414,22 @@ fn atomic_ack_lost_then_atomic_retried_mr_req_4_not_mr_req_6() {
 }
 
 #[test]
+fn nak_before_the_window_is_dropped_mr_req_9_not_mr_qp_5() {
+    // Two SENDs acknowledged up to PSN 1; then a NAK 0x62 for PSN 0 (the
+    // responder's answer to a late duplicate). It lies before una − 1, so the
+    // requester drops it (MR-REQ-9) and goes on: a new request is no MR-QP-5
+    // finding. Found by the differential fuzz target.
+    let mut j = judge(Some(1024));
+    let pkts = sends(2);
+    assert_eq!(feed(&mut j, &pkts), vec![]);
+    j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
+    j.on_response(&answered(Opcode::RC_ACK, 0, 0x62).pkt(), None);
+    let mut next = bare(Opcode::RC_SEND_ONLY, 2);
+    next.bth.ack_req = true;
+    assert_eq!(ids(&feed(&mut j, &[next])), Vec::<&str>::new(), "MR-REQ-9");
+}
+
+#[test]
 fn lossy_stream_gap_mr_psn_3_not_reported() {
     // With `lossy`, a PSN gap is loss before the capture point, not MR-PSN-3.
     let pkts = sends(3);

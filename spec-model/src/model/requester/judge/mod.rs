@@ -218,6 +218,11 @@ impl RequestStreamJudge {
                 return;
             }
         }
+        // "MR-REQ-9": so are those before the oldest unacknowledged PSN minus
+        // one (a late answer to a duplicate, say), whatever their syndrome.
+        if self.acked.is_some_and(|a| psn.is_before(a)) {
+            return;
+        }
         if matches!(
             op,
             Opcode::RC_READ_RESPONSE_FIRST | Opcode::RC_READ_RESPONSE_MIDDLE
