@@ -430,6 +430,22 @@ fn nak_before_the_window_is_dropped_mr_req_9_not_mr_qp_5() {
 }
 
 #[test]
+fn acks_after_an_rnr_nak_move_the_retry_start_mr_rnr_4() {
+    // SENDs at PSNs 0–2; an RNR NAK for PSN 0, then (a retransmitted copy
+    // having been executed) an ACK of PSN 1. After the wait the requester
+    // resends what is still outstanding: PSN 2. Found by the differential
+    // fuzz target (the judge wanted the retry to start at PSN 0).
+    let mut j = judge(Some(1024));
+    let pkts = sends(3);
+    assert_eq!(feed(&mut j, &pkts), vec![]);
+    j.on_response(&answered(Opcode::RC_ACK, 0, 0x21).pkt(), None);
+    j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
+    let mut again = pkts[2].clone();
+    again.bth.ack_req = true;
+    assert_eq!(ids(&feed(&mut j, &[again])), Vec::<&str>::new(), "MR-RNR-4");
+}
+
+#[test]
 fn lossy_stream_gap_mr_psn_3_not_reported() {
     // With `lossy`, a PSN gap is loss before the capture point, not MR-PSN-3.
     let pkts = sends(3);

@@ -302,6 +302,13 @@ impl RequestStreamJudge {
             self.seq_nak = None;
         }
         self.repeated_nak = None;
+        // "MR-RNR-4": the retry after an RNR wait resends what is still
+        // outstanding from the NAK's PSN on; PSNs acknowledged since are not.
+        if let Some((rnr_psn, arrived, wait)) = self.rnr
+            && !p.is_before(rnr_psn)
+        {
+            self.rnr = Some((p.add(1), arrived, wait));
+        }
         self.sent.retain(|&k, s| {
             let last = Psn::new(k).add(s.span.max(1) - 1);
             last.is_after(p)
