@@ -52,7 +52,13 @@ fn opcodes(out: &mut String) {
             let name: String = layout
                 .name
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_lowercase()
+                    } else {
+                        '_'
+                    }
+                })
                 .collect();
             entry(out, &format!("op_{:02x}_{name}", op.0), &[op.0]);
         }
@@ -79,7 +85,11 @@ fn syndromes(out: &mut String) {
 fn constants(out: &mut String, order: Order) {
     out.push_str("# Wire constants\n");
     int(out, "udp_port_4791", 4791, 2, order);
-    for (name, v) in [("pkey_ffff", 0xFFFF), ("pkey_7fff", 0x7FFF), ("pkey_8001", 0x8001)] {
+    for (name, v) in [
+        ("pkey_ffff", 0xFFFF),
+        ("pkey_7fff", 0x7FFF),
+        ("pkey_8001", 0x8001),
+    ] {
         int(out, name, v, 2, order);
     }
     for (name, v) in [
@@ -104,7 +114,13 @@ fn constants(out: &mut String, order: Order) {
     ] {
         int(out, name, v, 3, order);
     }
-    int(out, "qkey_gsi", u64::from(metaroce_codec::builder::GSI_QKEY), 4, order);
+    int(
+        out,
+        "qkey_gsi",
+        u64::from(metaroce_codec::builder::GSI_QKEY),
+        4,
+        order,
+    );
 }
 
 /// `roce.dict`: the packet targets' dictionary (network byte order).

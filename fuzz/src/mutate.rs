@@ -27,7 +27,7 @@ impl Rng {
     }
 
     /// 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn bits(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -36,7 +36,7 @@ impl Rng {
 
     /// A value in `0..n` (0 when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        if n == 0 { 0 } else { self.bits() % n }
     }
 
     /// One of `items`.
@@ -164,7 +164,7 @@ pub fn packet_mutator(
 ) -> usize {
     let size = size.min(data.len());
     let max_size = max_size.min(data.len());
-    if seed % 4 != 0
+    if !seed.is_multiple_of(4)
         && let Some(m) = mutate(&data[..size], max_size, seed)
     {
         data[..m.len()].copy_from_slice(&m);
@@ -180,15 +180,24 @@ fn clamp(n: usize) -> u16 {
 /// `n` off by a small nonzero amount.
 fn off_by(rng: &mut Rng, n: usize) -> u16 {
     let d = 1 + rng.below(8) as usize;
-    clamp(if rng.below(2) == 0 { n + d } else { n.saturating_sub(d) })
+    clamp(if rng.below(2) == 0 {
+        n + d
+    } else {
+        n.saturating_sub(d)
+    })
 }
 
 /// Changes one field of the packet.
-fn field(rng: &mut Rng, bth: &mut metaroce_codec::BthRepr, ext: &mut ExtHeaders, payload: &mut Vec<u8>) {
+fn field(
+    rng: &mut Rng,
+    bth: &mut metaroce_codec::BthRepr,
+    ext: &mut ExtHeaders,
+    payload: &mut Vec<u8>,
+) {
     match rng.below(12) {
         0 | 1 => {
             let op = if rng.below(4) == 0 {
-                Opcode(rng.next() as u8)
+                Opcode(rng.bits() as u8)
             } else {
                 let table: Vec<Opcode> = (0..=0xFFu8)
                     .map(Opcode)
@@ -207,11 +216,11 @@ fn field(rng: &mut Rng, bth: &mut metaroce_codec::BthRepr, ext: &mut ExtHeaders,
             bth.dest_qp = match rng.below(4) {
                 0 => rng.pick(&[0, 1, 0xFF_FFFF]),
                 1 => bth.dest_qp ^ 1,
-                _ => rng.next() as u32 & 0xFF_FFFF,
+                _ => rng.bits() as u32 & 0xFF_FFFF,
             }
         }
         4 => {
-            let any = rng.next() as u16;
+            let any = rng.bits() as u16;
             bth.pkey = rng.pick(&[0xFFFF, 0x7FFF, 0x8001, 0, any]);
         }
         5 => match rng.below(5) {
@@ -229,7 +238,12 @@ fn field(rng: &mut Rng, bth: &mut metaroce_codec::BthRepr, ext: &mut ExtHeaders,
                 k.syndrome = s;
             }
             if let Some(a) = &mut ext.aeth {
-                a.msn = Msn::new(a.msn.value().wrapping_add(rng.below(3) as u32).wrapping_sub(1));
+                a.msn = Msn::new(
+                    a.msn
+                        .value()
+                        .wrapping_add(rng.below(3) as u32)
+                        .wrapping_sub(1),
+                );
             }
         }
         7 => {
@@ -316,6 +330,9 @@ mod tests {
                 consistent += 1;
             }
         }
-        assert!(consistent > 1500, "{consistent} of 2000 mutants parse with a valid ICRC");
+        assert!(
+            consistent > 1500,
+            "{consistent} of 2000 mutants parse with a valid ICRC"
+        );
     }
 }

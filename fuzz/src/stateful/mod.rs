@@ -34,7 +34,7 @@ pub struct Tally {
 
 impl Tally {
     /// The sum of two tallies.
-    pub fn add(self, o: Tally) -> Tally {
+    pub fn plus(self, o: Tally) -> Tally {
         Tally {
             events: self.events + o.events,
             completed_ok: self.completed_ok + o.completed_ok,

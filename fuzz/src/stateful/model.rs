@@ -29,8 +29,8 @@
 //! - "MR-MPS-1" and the rest of `MpRequester::on_transmit`: a packet built to
 //!   satisfy the MP requester's own spec is accepted by it.
 
-use super::frame::{self, Endpoints, Family, Region, Target};
 use super::Tally;
+use super::frame::{self, Endpoints, Family, Region, Target};
 use super::input::Input;
 use super::spec_frame;
 use core::net::Ipv4Addr;

@@ -251,7 +251,8 @@ impl Pair {
                 .dev
                 .poll_cq(cq, usize::MAX)
                 .map_err(|e| format!("node {i}: poll_cq: {e:?}"))?;
-            self.completed_ok += wcs.iter().filter(|w| w.status == WcStatus::Success).count() as u64;
+            self.completed_ok +=
+                wcs.iter().filter(|w| w.status == WcStatus::Success).count() as u64;
             self.nodes[i].completions.extend(wcs);
         }
         Ok(())
@@ -354,7 +355,11 @@ impl Pair {
     /// An SGE of `len` bytes in node `n`'s region `mr` at an offset from the input.
     fn sge(&self, n: usize, mr: usize, len: u32, scatter: bool, inp: &mut Input<'_>) -> Sge {
         // Scatters of READ and atomic results into their own region.
-        let mr = if self.split_buffers && scatter { RESULTS } else { mr };
+        let mr = if self.split_buffers && scatter {
+            RESULTS
+        } else {
+            mr
+        };
         let m = &self.nodes[n].mrs[mr];
         let off = u64::from(inp.u16()) % (m.info.len + 1);
         let bad = inp.pick(32) == 0;
