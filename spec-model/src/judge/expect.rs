@@ -252,6 +252,8 @@ pub(crate) struct ResponderSide {
     pub unjudged_responses: u64,
     /// Acknowledge obligations forgotten when [`MAX_LOOSE`] overflowed.
     pub forgotten: u64,
+    /// PSN of the latest request retired early (beyond [`MAX_PENDING`]).
+    retired_early: Option<Psn>,
     /// Responses may be lost before the capture point: a missing one is
     /// information, not a finding.
     lossy: bool,
@@ -341,6 +343,7 @@ impl ResponderSide {
         if self.pending.len() > MAX_PENDING
             && let Some(old) = self.pending.pop_front()
         {
+            self.retired_early = Some(old.req.bth.psn);
             self.retire(old, None, true, out);
         }
     }
@@ -357,6 +360,12 @@ impl ResponderSide {
         }
         let fit = self.pending.iter().position(|e| e.fits(&r));
         let Some(i) = fit.or_else(|| self.reinterpret(&r)) else {
+            if self.retired_early.is_some_and(|p| !r.psn.is_after(p)) {
+                // It may answer a request retired early (beyond MAX_PENDING
+                // unanswered ones), whose expectations are gone.
+                self.unjudged_responses += 1;
+                return;
+            }
             self.unexpected(&r, out);
             return;
         };

@@ -478,3 +478,26 @@ fn lossy_capture_relearns_an_msn_taught_by_a_replay() {
         .collect();
     assert!(musts.is_empty(), "MR-MSN-2: {musts:?}");
 }
+
+#[test]
+fn response_to_a_request_retired_early_is_not_judged() {
+    // More than MAX_PENDING requests go unanswered (a requester retransmits
+    // while the responder waits for a receive); the first ones are retired
+    // early. An RNR NAK for the first PSN then arrives: what it answers is
+    // gone, so it is not judged (before: "fits no expected response").
+    // Found by the differential fuzz target.
+    let mut pkts: Vec<Pkt> = (0..MAX_PENDING as u32 + 8)
+        .map(|i| request(Opcode::RC_SEND_ONLY, i, 8, i % 16 == 15))
+        .collect();
+    pkts.push(response(Opcode::RC_ACK, 0, Some(0x20), 0, 0));
+    let cfg = ConversationConfig {
+        pmtu: Some(1024),
+        ..ConversationConfig::default()
+    };
+    let (j, f) = run_with(cfg, &pkts);
+    assert!(
+        !f.iter().any(|f| f.frames.contains(&(pkts.len() as u64))),
+        "{f:?}"
+    );
+    assert!(j.connections()[0].unjudged_responses >= 1);
+}
