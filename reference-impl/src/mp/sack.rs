@@ -90,10 +90,14 @@ impl RecvMap {
         let h = self.high().unwrap_or(self.cum_next.wrapping_sub(1));
         let opens = idx > self.cum_next && (self.high().is_none() || idx > h + 1);
         let fills = self.high().is_some_and(|h| idx < h);
-        for i in idx..idx + u64::from(n) {
-            if i >= self.cum_next {
-                self.above.insert(i);
-            }
+        // Only PSNs within the window are kept (a READ may reserve up to
+        // 2^31 / PMTU PSNs; the ones beyond W are not received, MR-MPW-1):
+        // the set stays within W entries whatever the request says.
+        let end = idx
+            .saturating_add(u64::from(n))
+            .min(self.cum_next.saturating_add(u64::from(self.window)));
+        for i in idx.max(self.cum_next)..end {
+            self.above.insert(i);
         }
         while self.above.remove(&self.cum_next) {
             self.cum_next += 1;
@@ -175,6 +179,19 @@ mod tests {
         assert_eq!(m.classify(Psn::new(9)), PsnClass::Duplicate);
         assert_eq!(m.index_of_old(Psn::new(9)), None);
         assert_eq!(m.index_of_old(Psn::new(0xFF_FFF0)), None);
+    }
+
+    #[test]
+    fn a_huge_read_marks_no_more_than_the_window() {
+        // An MP READ of 2^31 bytes at PMTU 256 reserves 2^23 PSNs; only the
+        // W within the window are kept, so memory stays bounded (found by
+        // the reference_stateful fuzz target: 200 MB for one injected READ).
+        let mut m = RecvMap::new(0, 64);
+        m.mark(0, 1 << 23);
+        assert_eq!(m.cum_next(), 64, "MR-MPR-2: the PSNs in the window");
+        assert!(m.above.is_empty());
+        assert_eq!(m.classify(Psn::new(127)), PsnClass::New(127));
+        assert_eq!(m.classify(Psn::new(128)), PsnClass::OutOfWindow);
     }
 
     #[test]
