@@ -67,3 +67,8 @@ if ((${#failed[@]} > 0)); then
 	echo "crashed: ${failed[*]}" >&2
 	exit 1
 fi
+
+# The OSS-Fuzz build script, with OUT in a temporary directory (the build
+# above is reused: same flags).
+echo "=== OSS-Fuzz build.sh"
+oss-fuzz/check-build.sh
