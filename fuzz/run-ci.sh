@@ -5,9 +5,11 @@
 # and prints exec/s per target.
 #
 # Each run starts by replaying the committed seed corpus (corpus/<target>) and
-# the past crashers (artifacts-regressions/<target>), then fuzzes. New inputs
-# go to a scratch directory, so the committed corpus is not touched; a crash
-# is saved under artifacts/<target>/ (see README.md for what to do with it).
+# the past crashers (artifacts-regressions/<target>), then fuzzes with the
+# target's dictionary (dict/roce.dict for the packet targets, dict/stateful.dict
+# for the stateful ones). New inputs go to a scratch directory, so the committed
+# corpus is not touched; a crash is saved under artifacts/<target>/ (see
+# README.md for what to do with it).
 set -euo pipefail
 
 seconds="${1:-30}"
@@ -40,9 +42,13 @@ for target in "${targets[@]}"; do
 	if [[ -d "artifacts-regressions/$target" ]]; then
 		dirs+=("artifacts-regressions/$target")
 	fi
+	case "$target" in
+	codec_*) dict=dict/roce.dict ;;
+	*) dict=dict/stateful.dict ;;
+	esac
 	status=0
 	cargo fuzz run -s none -a "$target" "${dirs[@]}" -- \
-		-max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1 || status=$?
+		-max_total_time="$seconds" -print_final_stats=1 -dict="$dict" >"$log" 2>&1 || status=$?
 	# libFuzzer's final stats (-print_final_stats=1).
 	execs="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)"
 	runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
@@ -61,3 +67,8 @@ if ((${#failed[@]} > 0)); then
 	echo "crashed: ${failed[*]}" >&2
 	exit 1
 fi
+
+# The OSS-Fuzz build script, with OUT in a temporary directory (the build
+# above is reused: same flags).
+echo "=== OSS-Fuzz build.sh"
+oss-fuzz/check-build.sh

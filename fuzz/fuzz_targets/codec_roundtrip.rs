@@ -1,7 +1,13 @@
 //! Any bytes: whatever `Frame::parse` accepts, `to_bytes` gives back byte for byte.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
+use libfuzzer_sys::{fuzz_mutator, fuzz_target, fuzzer_mutate};
 use metaroce_fuzz::{check_roundtrip, or_crash};
 
 fuzz_target!(|data: &[u8]| or_crash(check_roundtrip(data)));
+
+// Structure-aware: mutated frames keep lengths, PadCnt and ICRC consistent
+// unless the mutation targets them (metaroce_fuzz::mutate).
+fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| {
+    metaroce_fuzz::mutate::packet_mutator(data, size, max_size, seed, fuzzer_mutate)
+});

@@ -398,34 +398,30 @@ impl Device {
             zoo!(self.config.mutant, WedgeOnUnknownOpcode => self.wedged.1.insert(dest));
             return;
         };
-        if op == Opcode::CNP {
-            // MR-CNP-5: no response and no state change (DCQCN is not in
-            // this slice); counted only when valid (MR-DCQCN-8).
-            if pkt.icrc_ok {
-                c.cnp_received += 1;
-            } else {
-                c.icrc_errors += 1;
-            }
-            return;
-        }
+        let cnp = op == Opcode::CNP;
         // Rows 12, 15: class must match the QP type; FLUSH and ATOMIC WRITE
-        // are declared absent (MR-PICS-3).
-        let class_ok = match qp.cfg.qp_type {
-            // MR-MPN-2: an MP QP takes MP opcodes only; a Base QP never.
-            QpType::Rc if qp.is_mp() => is_mp_opcode(op.0),
-            QpType::Rc => {
-                op.class() == ServiceClass::Rc
-                    && op != Opcode::RC_FLUSH
-                    && op != Opcode::RC_ATOMIC_WRITE
-            }
-            QpType::Ud => op.class() == ServiceClass::Ud,
-        };
+        // are declared absent (MR-PICS-3). A CNP is the reaction point's,
+        // whatever the QP type (§6.17), and goes through the same rows as
+        // any packet before it counts (MR-DCQCN-8).
+        let class_ok = cnp
+            || match qp.cfg.qp_type {
+                // MR-MPN-2: an MP QP takes MP opcodes only; a Base QP never.
+                QpType::Rc if qp.is_mp() => is_mp_opcode(op.0),
+                QpType::Rc => {
+                    op.class() == ServiceClass::Rc
+                        && op != Opcode::RC_FLUSH
+                        && op != Opcode::RC_ATOMIC_WRITE
+                }
+                QpType::Ud => op.class() == ServiceClass::Ud,
+            };
         if !class_ok {
             c.malformed_drops += 1;
             return;
         }
-        // Row 16: the state must accept the packet kind (MR-QP-3/4/5).
+        // Row 16: the state must accept the packet kind (MR-QP-3/4/5); a
+        // CNP, neither request nor response, is dropped where both are.
         let state_ok = match qp.cfg.qp_type {
+            _ if cnp => qp.state.accepts_requests() || qp.state.accepts_responses(),
             QpType::Rc if qp.is_mp() && is_mp_response(op.0) => qp.state.accepts_responses(),
             QpType::Rc if qp.is_mp() => qp.state.accepts_requests(),
             QpType::Rc if is_response(op.0) => qp.state.accepts_responses(),
@@ -448,9 +444,10 @@ impl Device {
             c.pkey_violations += 1;
             return;
         }
-        // Row 19 (MR-UD-2).
+        // Row 19 (MR-UD-2); a CNP carries no DETH.
         // zoo: qkey-not-checked
         if qp.cfg.qp_type == QpType::Ud
+            && !cnp
             && pkt.ext.deth.is_none_or(|d| d.qkey != qp.cfg.qkey)
             && !zoo!(self.config.mutant, QkeyNotChecked)
         {
@@ -458,8 +455,9 @@ impl Device {
             return;
         }
         // Row 20 (MR-ROB-4).
-        if layout.payload == PayloadRule::None
-            && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty())
+        if pkt.pad_too_large
+            || (layout.payload == PayloadRule::None
+                && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty()))
         {
             c.malformed_drops += 1;
             // zoo: wedge-on-bad-padcnt — the device wedges.
@@ -473,6 +471,16 @@ impl Device {
             return;
         }
         let qp_is_mp = qp.is_mp();
+        if cnp {
+            // MR-CNP-5: no response and no state change (DCQCN is not in
+            // this slice); counted once it passed every row (MR-DCQCN-8),
+            // on an MP QP too (where it has no effect, MR-MPN-5).
+            if pkt.ecn == ECN_CE {
+                c.ecn_ce_received += 1;
+            }
+            c.cnp_received += 1;
+            return;
+        }
         if pkt.ecn == ECN_CE {
             c.ecn_ce_received += 1;
             // MR-MPN-3: an MP QP sends no CNP.

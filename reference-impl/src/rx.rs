@@ -5,7 +5,7 @@
 use core::net::Ipv4Addr;
 use metaroce_codec::ext::ExtHeaders;
 use metaroce_codec::icrc::{self, IcrcStatus};
-use metaroce_codec::{BthRepr, Frame, IpRepr, ParseOptions};
+use metaroce_codec::{BthRepr, Frame, IpRepr, Layer, ParseOptions};
 
 /// A decoded request or response packet.
 #[derive(Clone, Copy, Debug)]
@@ -22,6 +22,10 @@ pub(crate) struct RxPacket<'a> {
     pub trimmed: bool,
     /// The ICRC matched (checked at row 21 by the device).
     pub icrc_ok: bool,
+    /// PadCnt exceeds the bytes between the headers and the ICRC: dropped
+    /// at row 20 (MR-ROB-4), after the QP-dependent rows 10–19 (the
+    /// payload is then empty here).
+    pub pad_too_large: bool,
 }
 
 /// Outcome of decoding.
@@ -37,10 +41,50 @@ pub(crate) enum Decoded<'a> {
 
 /// Decodes a frame and applies §9.2 rows 1–9.
 pub(crate) fn decode<'a>(bytes: &'a [u8], options: &ParseOptions) -> Decoded<'a> {
-    let Ok(frame) = Frame::parse(bytes, options) else {
+    let frame = match Frame::parse(bytes, options) {
+        Ok(frame) => frame,
+        Err(e) if e.layer == Layer::Bth && e.field == "pad_count" => {
+            return pad_too_large(bytes, e.offset, options);
+        }
         // Row 1 / 8: a frame that ends early (MR-ROB-1).
+        Err(_) => return Decoded::Malformed,
+    };
+    checked(frame, bytes)
+}
+
+/// A PadCnt larger than the bytes after the headers is row 20, which comes
+/// after rows 10–19: the packet is decoded with PadCnt 0 (a copy), keeps
+/// its PadCnt, and is marked for the device to drop at row 20.
+fn pad_too_large<'a>(bytes: &'a [u8], at: usize, options: &ParseOptions) -> Decoded<'a> {
+    let mut copy = bytes.to_vec();
+    let Some(flags) = copy.get_mut(at) else {
         return Decoded::Malformed;
     };
+    let pad_count = (*flags >> 4) & 0x3;
+    *flags &= !0x30;
+    let Ok(frame) = Frame::parse(&copy, options) else {
+        return Decoded::Malformed;
+    };
+    match checked(frame, &copy) {
+        Decoded::Packet(p) => Decoded::Packet(Box::new(RxPacket {
+            bth: BthRepr { pad_count, ..p.bth },
+            ext: p.ext,
+            payload: &[],
+            src_ip: p.src_ip,
+            dst_ip: p.dst_ip,
+            ecn: p.ecn,
+            udp_src_port: p.udp_src_port,
+            trimmed: p.trimmed,
+            icrc_ok: false,
+            pad_too_large: true,
+        })),
+        Decoded::Malformed => Decoded::Malformed,
+        Decoded::NotRoce => Decoded::NotRoce,
+    }
+}
+
+/// Rows 2–9 on a parsed frame.
+fn checked<'a>(frame: Frame<'a>, bytes: &'a [u8]) -> Decoded<'a> {
     let v4 = match frame.ip {
         Some(IpRepr::V4(v4)) => v4,
         // `ipv6` is declared absent: IPv6 RoCE is dropped as malformed.
@@ -81,5 +125,6 @@ pub(crate) fn decode<'a>(bytes: &'a [u8], options: &ParseOptions) -> Decoded<'a>
         udp_src_port: udp.src_port,
         trimmed: false,
         icrc_ok,
+        pad_too_large: false,
     }))
 }

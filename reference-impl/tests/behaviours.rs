@@ -551,3 +551,64 @@ fn ack_behind_unanswered_read_does_not_resend_the_acked_send() {
     );
     assert_eq!(b.counters().duplicate_requests, 1, "MR-REQ-6");
 }
+
+#[test]
+fn cnp_goes_through_the_receive_rows_before_it_counts() {
+    // §9.2: a CNP passes rows 16–21 like any packet (MR-DCQCN-8): a P_Key
+    // mismatch (row 18) decides before a bad ICRC (row 21), and a CNP from
+    // the wrong address (row 17) is malformed. Found by the differential
+    // fuzz target (the CNP was counted before any of these rows).
+    use metaroce_codec::{Opcode, PacketBuilder};
+    let Pair { mut b, eb, .. } = pair(Params::default());
+    let cnp = || {
+        PacketBuilder::new(Opcode::CNP)
+            .macs(MAC_A, MAC_B)
+            .ipv4(IP_A, IP_B)
+            .dest_qp(eb.qpn)
+    };
+    b.handle_frame(0, &cnp().build());
+    assert_eq!(b.counters().cnp_received, 1, "MR-CNP-5: a valid CNP counts");
+    b.handle_frame(0, &cnp().bth(|h| h.pkey = 0x1234).corrupt_icrc().build());
+    assert_eq!(b.counters().pkey_violations, 1, "MR-BTH-5: row 18 first");
+    assert_eq!(b.counters().icrc_errors, 0, "row 21 comes after row 18");
+    b.handle_frame(0, &cnp().ipv4(IP_B, IP_B).build());
+    assert_eq!(b.counters().malformed_drops, 1, "MR-SEC-9: row 17");
+    b.handle_frame(0, &cnp().corrupt_icrc().build());
+    assert_eq!(b.counters().icrc_errors, 1, "MR-ICRC-3: row 21");
+    assert_eq!(
+        b.counters().cnp_received,
+        1,
+        "MR-DCQCN-8: only the valid one"
+    );
+    assert!(drain(&mut b).is_empty(), "MR-CNP-5: no response");
+}
+
+#[test]
+fn pad_count_too_large_is_row_20_after_the_qp_rows() {
+    // §9.2 row 20 (PadCnt larger than the bytes after the headers) comes
+    // after rows 10–19: an unknown QP is `unknown_qp_drops` (row 10), a
+    // P_Key mismatch `pkey_violations` (row 18), and only a packet that
+    // passes them all is `malformed_drops`. Found by the differential fuzz
+    // target (every such frame was counted malformed before any QP row).
+    use metaroce_codec::{Opcode, PacketBuilder};
+    let Pair { mut b, eb, .. } = pair(Params::default());
+    let frame = |qpn: u32, pkey: u16| {
+        PacketBuilder::new(Opcode::RC_SEND_ONLY)
+            .macs(MAC_A, MAC_B)
+            .ipv4(IP_A, IP_B)
+            .dest_qp(qpn)
+            .psn(0x12_3456)
+            .bth(|h| h.pkey = pkey)
+            .pad_count(3)
+            .pad_bytes(Vec::new())
+            .build()
+    };
+    b.handle_frame(0, &frame(eb.qpn ^ 0x40_0000, 0xFFFF));
+    assert_eq!(b.counters().unknown_qp_drops, 1, "MR-BTH-6: row 10 first");
+    b.handle_frame(0, &frame(eb.qpn, 0x1234));
+    assert_eq!(b.counters().pkey_violations, 1, "MR-BTH-5: row 18 first");
+    assert_eq!(b.counters().malformed_drops, 0);
+    b.handle_frame(0, &frame(eb.qpn, 0xFFFF));
+    assert_eq!(b.counters().malformed_drops, 1, "MR-ROB-4: row 20");
+    assert!(drain(&mut b).is_empty(), "dropped: nothing sent");
+}

@@ -105,8 +105,9 @@ impl RecvMap {
     /// The index of a PSN at or before c (duplicates), when within 2^23.
     pub(crate) fn index_of_old(&self, psn: Psn) -> Option<u64> {
         let back = self.cum_psn().distance(psn);
+        // Nothing received yet (cum_next 0): no PSN is at or before c.
         (back < 1 << 23)
-            .then(|| (self.cum_next - 1).checked_sub(u64::from(back)))
+            .then(|| self.cum_next.checked_sub(1)?.checked_sub(u64::from(back)))
             .flatten()
     }
 
@@ -116,7 +117,13 @@ impl RecvMap {
         let h = self.high().unwrap_or(self.cum_next.wrapping_sub(1));
         let opens = idx > self.cum_next && (self.high().is_none() || idx > h + 1);
         let fills = self.high().is_some_and(|h| idx < h);
-        let (start, end) = (idx.max(self.cum_next), idx + u64::from(n));
+        // Only PSNs within the window are kept (a READ may reserve up to
+        // 2^31 / PMTU PSNs; the ones beyond W are not received, MR-MPW-1),
+        // as ranges: a READ block costs one entry (MR-ROB-7).
+        let start = idx.max(self.cum_next);
+        let end = idx
+            .saturating_add(u64::from(n))
+            .min(self.cum_next.saturating_add(u64::from(self.window)));
         if start < end {
             self.insert_range(start, end);
         }
@@ -196,16 +203,27 @@ mod tests {
     }
 
     #[test]
-    fn huge_read_block_is_one_range() {
-        // MR-ROB-7: a READ of 2^31 bytes at PMTU 256 reserves 2^23 PSNs;
-        // marking them is constant work.
-        let mut m = RecvMap::new(0, 1024);
-        m.mark(3, 1 << 23);
-        assert!(m.has(3) && m.has(1 << 22) && !m.has(2) && !m.has(3 + (1 << 23)));
-        assert_eq!(m.above.len(), 1);
-        m.mark(0, 3);
-        assert_eq!(m.cum_next(), 3 + (1 << 23));
+    fn duplicate_before_anything_received_has_no_index() {
+        // A PSN before rq_psn arriving first (a stale or injected packet)
+        // is a duplicate of nothing: no index, and no arithmetic overflow
+        // (found by the reference_stateful fuzz target).
+        let m = RecvMap::new(10, 64);
+        assert_eq!(m.classify(Psn::new(9)), PsnClass::Duplicate);
+        assert_eq!(m.index_of_old(Psn::new(9)), None);
+        assert_eq!(m.index_of_old(Psn::new(0xFF_FFF0)), None);
+    }
+
+    #[test]
+    fn a_huge_read_marks_no_more_than_the_window() {
+        // An MP READ of 2^31 bytes at PMTU 256 reserves 2^23 PSNs; only the
+        // W within the window are kept, so memory stays bounded (found by
+        // the reference_stateful fuzz target: 200 MB for one injected READ).
+        let mut m = RecvMap::new(0, 64);
+        m.mark(0, 1 << 23);
+        assert_eq!(m.cum_next(), 64, "MR-MPR-2: the PSNs in the window");
         assert!(m.above.is_empty());
+        assert_eq!(m.classify(Psn::new(127)), PsnClass::New(127));
+        assert_eq!(m.classify(Psn::new(128)), PsnClass::OutOfWindow);
     }
 
     #[test]

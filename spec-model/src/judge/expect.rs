@@ -36,6 +36,10 @@ use std::collections::VecDeque;
 /// Most requests queued per connection while their responses are awaited.
 pub const MAX_PENDING: usize = 512;
 
+/// Unanswered requests whose other branches a lossy capture tries when a
+/// response fits nothing (a bound on the judge's work, not a rule of SPEC.md).
+const REINTERPRET_DEPTH: usize = 8;
+
 /// Most Acknowledge obligations kept per connection for requests retired
 /// early (beyond [`MAX_PENDING`]); older ones are forgotten unjudged.
 pub const MAX_LOOSE: usize = 1024;
@@ -336,6 +340,8 @@ pub(crate) struct ResponderSide {
     pub unjudged_responses: u64,
     /// Acknowledge obligations forgotten when [`MAX_LOOSE`] overflowed.
     pub forgotten: u64,
+    /// PSN of the latest request retired early (beyond [`MAX_PENDING`]).
+    retired_early: Option<Psn>,
     /// Responses may be lost before the capture point: a missing one is
     /// information, not a finding.
     lossy: bool,
@@ -466,6 +472,7 @@ impl ResponderSide {
         if self.pending.len() > MAX_PENDING
             && let Some(old) = self.pending.pop_front()
         {
+            self.retired_early = Some(old.req.bth.psn);
             self.retire(old, None, true, out);
         }
     }
@@ -483,7 +490,14 @@ impl ResponderSide {
         let seq_nak = r
             .syndrome
             .is_some_and(|s| matches!(s.kind(), SyndromeKind::Nak { code: 0 }));
-        let Some(i) = self.pending.iter().position(|e| e.fits(&r)) else {
+        let fit = self.pending.iter().position(|e| e.fits(&r));
+        let Some(i) = fit.or_else(|| self.reinterpret(&r, out)) else {
+            if self.retired_early.is_some_and(|p| !r.psn.is_after(p)) {
+                // It may answer a request retired early (beyond MAX_PENDING
+                // unanswered ones), whose expectations are gone.
+                self.unjudged_responses += 1;
+                return;
+            }
             self.unexpected(&r, out);
             if seq_nak {
                 self.seq_nak_frame = Some(r.frame);
@@ -579,6 +593,57 @@ impl ResponderSide {
             }
         }
         self.loose.retain(|l| psn.is_before(l.psn));
+    }
+
+    /// Lossy captures only: a response that fits no queued request may show
+    /// that an earlier request whose responses were all lost took another
+    /// branch (an RNR NAK instead of execution leaves the MSN where it was).
+    /// Tries the other branches of the oldest such requests (at most
+    /// [`REINTERPRET_DEPTH`]), re-judging the later ones from each; keeps the
+    /// first that lets the response fit and returns where it fits. Failing
+    /// that, the MSN learnt so far is forgotten (it may have come from the
+    /// replayed response of a duplicate) and learnt again.
+    fn reinterpret(&mut self, r: &Resp, out: &mut Out) -> Option<usize> {
+        if !self.lossy {
+            return None;
+        }
+        let saved = (self.pending.clone(), self.state.clone());
+        let depth = self.pending.len().min(REINTERPRET_DEPTH);
+        for j in 0..depth {
+            if !self.pending[j].observed.is_empty() {
+                continue;
+            }
+            for b in 0..self.pending[j].alts.len() {
+                if b == saved.0[j].chosen || !self.pending[j].alts[b].viable {
+                    continue;
+                }
+                self.pending[j].chosen = b;
+                // Findings of a branch count only if the branch is kept.
+                let mut scratch = Out::new();
+                self.rebase(j, &mut scratch);
+                if let Some(i) = self.pending.iter().position(|e| e.fits(r)) {
+                    out.append(&mut scratch);
+                    return Some(i);
+                }
+                (self.pending, self.state) = saved.clone();
+            }
+        }
+        // The MSN learnt from a response that answered a duplicate (its
+        // original's response lost) is the MSN at the replay, not at the
+        // original's execution: forget it and learn it again from `r`.
+        if depth > 0 {
+            for a in &mut self.pending[0].alts {
+                a.state.msn = crate::model::Knowledge::Unknown;
+            }
+            let mut scratch = Out::new();
+            self.rebase(0, &mut scratch);
+            if let Some(i) = self.pending.iter().position(|e| e.fits(r)) {
+                out.append(&mut scratch);
+                return Some(i);
+            }
+            (self.pending, self.state) = saved;
+        }
+        None
     }
 
     /// Judges the queued requests from `idx + 1` on again from the state

@@ -405,6 +405,81 @@ fn read_gap_then_re_request_mr_read_7_mr_req_4_not_mr_req_6() {
 }
 
 #[test]
+fn first_read_response_lost_then_re_request_not_mr_req_6() {
+    // The same before any acknowledgement: the READ is the first request,
+    // its First response is lost and a Middle arrives. Nothing is
+    // acknowledged ("MR-READ-7": the Middle is dropped), so reissuing the
+    // READ from PSN 0 is no retransmission of an acknowledged PSN (MR-REQ-6).
+    // Found by the differential fuzz target (the judge took the Middle as
+    // acknowledging PSNs 0–1 while no ACK had come yet).
+    let mut j = judge(Some(1024));
+    let mut rd = bare(Opcode::RC_READ_REQUEST, 0);
+    rd.bth.ack_req = true;
+    rd.ext.reth = Some(metaroce_codec::ext::RethRepr {
+        va: 0x1000,
+        rkey: 7,
+        dma_len: 3000,
+    });
+    assert_eq!(feed(&mut j, std::slice::from_ref(&rd)), vec![]);
+    j.on_response(&bare(Opcode::RC_READ_RESPONSE_MIDDLE, 1).pkt(), None);
+    assert_eq!(ids(&feed(&mut j, &[rd])), Vec::<&str>::new(), "MR-REQ-6");
+}
+
+#[test]
+fn atomic_ack_lost_then_atomic_retried_mr_req_4_not_mr_req_6() {
+    // A Fetch-Add (PSN 0) and a SEND (PSN 1); the Atomic Acknowledge is lost
+    // and the ACK of the SEND arrives. "MR-REQ-4": the atomic's response is
+    // lost and must be retried, so resending PSN 0 is no retransmission of
+    // an acknowledged PSN (MR-REQ-6). Found by the differential fuzz target.
+    let mut j = judge(Some(1024));
+    let mut fa = bare(Opcode::RC_FETCH_ADD, 0);
+    fa.bth.ack_req = true;
+    fa.ext.atomic_eth = Some(metaroce_codec::ext::AtomicEthRepr {
+        va: 0x1000,
+        rkey: 7,
+        swap_add: 1,
+        compare: 0,
+    });
+    let mut send = bare(Opcode::RC_SEND_ONLY, 1);
+    send.bth.ack_req = true;
+    assert_eq!(feed(&mut j, &[fa.clone(), send]), vec![]);
+    j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
+    assert_eq!(ids(&feed(&mut j, &[fa])), Vec::<&str>::new(), "MR-REQ-4");
+}
+
+#[test]
+fn nak_before_the_window_is_dropped_mr_req_9_not_mr_qp_5() {
+    // Two SENDs acknowledged up to PSN 1; then a NAK 0x62 for PSN 0 (the
+    // responder's answer to a late duplicate). It lies before una − 1, so the
+    // requester drops it (MR-REQ-9) and goes on: a new request is no MR-QP-5
+    // finding. Found by the differential fuzz target.
+    let mut j = judge(Some(1024));
+    let pkts = sends(2);
+    assert_eq!(feed(&mut j, &pkts), vec![]);
+    j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
+    j.on_response(&answered(Opcode::RC_ACK, 0, 0x62).pkt(), None);
+    let mut next = bare(Opcode::RC_SEND_ONLY, 2);
+    next.bth.ack_req = true;
+    assert_eq!(ids(&feed(&mut j, &[next])), Vec::<&str>::new(), "MR-REQ-9");
+}
+
+#[test]
+fn acks_after_an_rnr_nak_move_the_retry_start_mr_rnr_4() {
+    // SENDs at PSNs 0–2; an RNR NAK for PSN 0, then (a retransmitted copy
+    // having been executed) an ACK of PSN 1. After the wait the requester
+    // resends what is still outstanding: PSN 2. Found by the differential
+    // fuzz target (the judge wanted the retry to start at PSN 0).
+    let mut j = judge(Some(1024));
+    let pkts = sends(3);
+    assert_eq!(feed(&mut j, &pkts), vec![]);
+    j.on_response(&answered(Opcode::RC_ACK, 0, 0x21).pkt(), None);
+    j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
+    let mut again = pkts[2].clone();
+    again.bth.ack_req = true;
+    assert_eq!(ids(&feed(&mut j, &[again])), Vec::<&str>::new(), "MR-RNR-4");
+}
+
+#[test]
 fn lossy_stream_gap_mr_psn_3_not_reported() {
     // With `lossy`, a PSN gap is loss before the capture point, not MR-PSN-3.
     let pkts = sends(3);

@@ -464,6 +464,68 @@ fn acks_inside_a_run_of_middle_packets_are_judged() {
 }
 
 #[test]
+fn lossy_capture_reinterprets_a_request_whose_responses_were_lost() {
+    // A Fetch-Add (MSN 1) and a SEND answered with an RNR NAK (MSN stays
+    // 1), both resent twice; the second SEND's RNR NAK is lost before the
+    // capture point, and the third Atomic Acknowledge (a replay) carries MSN
+    // 1, which shows the second SEND was not executed either. A lossy
+    // capture must take that branch, not report MR-DUP-5. Found by the
+    // differential fuzz target against the reference transport.
+    let mut fa = request(Opcode::RC_FETCH_ADD, 7, 0, true);
+    fa.ext.atomic_eth = Some(metaroce_codec::ext::AtomicEthRepr {
+        va: 0x1000,
+        rkey: 7,
+        swap_add: 1,
+        compare: 0,
+    });
+    let fa2 = || {
+        let mut p = request(Opcode::RC_FETCH_ADD, 7, 0, true);
+        p.ext.atomic_eth = fa.ext.atomic_eth;
+        p
+    };
+    let atomic_ack = || response(Opcode::RC_ATOMIC_ACK, 7, Some(0x1F), 1, 0);
+    // The requester resent both twice on timeouts before any response came.
+    let send = || request(Opcode::RC_SEND_ONLY, 8, 16, true);
+    let pkts = [
+        fa2(),
+        send(),
+        fa2(),
+        send(),
+        fa2(),
+        send(),
+        atomic_ack(),
+        response(Opcode::RC_ACK, 8, Some(0x27), 1, 0),
+        atomic_ack(),
+        atomic_ack(),
+    ];
+    let lossy = ConversationConfig {
+        pmtu: Some(1024),
+        lossy: true,
+        ..ConversationConfig::default()
+    };
+    let (_, f) = run_with(lossy.clone(), &pkts);
+    let musts: Vec<_> = f
+        .iter()
+        .filter(|f| f.finding.severity == crate::Severity::Must)
+        .collect();
+    assert!(musts.is_empty(), "MR-DUP-5: {musts:?}");
+    // Without loss the missing RNR NAK is a finding, as before.
+    let (_, strict) = run_with(
+        ConversationConfig {
+            lossy: false,
+            ..lossy
+        },
+        &pkts,
+    );
+    assert!(
+        strict
+            .iter()
+            .any(|f| f.finding.severity == crate::Severity::Must),
+        "a strict capture still reports the missing response"
+    );
+}
+
+#[test]
 fn a_run_is_judged_again_when_an_rnr_nak_shows_another_branch() {
     // "MR-RNR-1", "MR-RNR-2": the receive queue is unknown; the SEND First
     // gets an RNR NAK, so its Middles (a queued run) were ahead of the
@@ -484,4 +546,70 @@ fn a_run_is_judged_again_when_an_rnr_nak_shows_another_branch() {
     p.push(ack(106, 1));
     let f = run(&p);
     assert_eq!(ids(&f), vec![], "{f:#?}");
+}
+
+#[test]
+fn lossy_capture_relearns_an_msn_taught_by_a_replay() {
+    // A Fetch-Add and its retransmission, then a SEND and its retransmission,
+    // all before any response. The responder executes the Fetch-Add (MSN 1),
+    // replays it for the duplicate, executes the SEND (MSN 2) and acknowledges
+    // its duplicate; only the replay of the third Fetch-Add copy (MSN 2, sent
+    // after the SEND executed) and the last ACK (MSN 2) reach the capture.
+    // The first AETH seen taught MSN 2 for the Fetch-Add; the ACK then shows
+    // it came from a replay. A lossy capture learns again instead of
+    // reporting MR-MSN-2. Found by the differential fuzz target.
+    let fa = || {
+        let mut p = request(Opcode::RC_FETCH_ADD, 7, 0, true);
+        p.ext.atomic_eth = Some(metaroce_codec::ext::AtomicEthRepr {
+            va: 0x1000,
+            rkey: 7,
+            swap_add: 1,
+            compare: 0,
+        });
+        p
+    };
+    let send = || request(Opcode::RC_SEND_ONLY, 8, 0, true);
+    let pkts = [
+        fa(),
+        fa(),
+        send(),
+        fa(),
+        send(),
+        response(Opcode::RC_ATOMIC_ACK, 7, Some(0x1F), 2, 0),
+        ack(8, 2),
+    ];
+    let lossy = ConversationConfig {
+        pmtu: Some(1024),
+        lossy: true,
+        ..ConversationConfig::default()
+    };
+    let (_, f) = run_with(lossy, &pkts);
+    let musts: Vec<_> = f
+        .iter()
+        .filter(|f| f.finding.severity == crate::Severity::Must)
+        .collect();
+    assert!(musts.is_empty(), "MR-MSN-2: {musts:?}");
+}
+
+#[test]
+fn response_to_a_request_retired_early_is_not_judged() {
+    // More than MAX_PENDING requests go unanswered (a requester retransmits
+    // while the responder waits for a receive); the first ones are retired
+    // early. An RNR NAK for the first PSN then arrives: what it answers is
+    // gone, so it is not judged (before: "fits no expected response").
+    // Found by the differential fuzz target.
+    let mut pkts: Vec<Pkt> = (0..MAX_PENDING as u32 + 8)
+        .map(|i| request(Opcode::RC_SEND_ONLY, i, 8, i % 16 == 15))
+        .collect();
+    pkts.push(response(Opcode::RC_ACK, 0, Some(0x20), 0, 0));
+    let cfg = ConversationConfig {
+        pmtu: Some(1024),
+        ..ConversationConfig::default()
+    };
+    let (j, f) = run_with(cfg, &pkts);
+    assert!(
+        !f.iter().any(|f| f.frames.contains(&(pkts.len() as u64))),
+        "{f:?}"
+    );
+    assert!(j.connections()[0].unjudged_responses >= 1);
 }

@@ -76,7 +76,9 @@ impl Received {
             opened_gap: p.is_after(h.add(1)),
             filled_gap: h.is_after(p.add(n.saturating_sub(1))),
         };
-        for i in 0..n.max(1) {
+        // PSNs beyond the window are ignored, so at most W + 1 are looked at
+        // (a READ may reserve 2^23 of them).
+        for i in 0..n.max(1).min(self.window.saturating_add(1)) {
             let q = p.add(i);
             if self.classify(q) == PsnClass::New {
                 self.beyond.insert(q.distance(self.cum));

@@ -178,7 +178,14 @@ pub(crate) fn message(
     };
     let received = received.saturating_add(u32::try_from(len).unwrap_or(u32::MAX));
 
-    // The receive buffers of a SEND (MR-RSP-8, MR-RSP-9).
+    // The receive buffers of a SEND (MR-RSP-8, MR-RSP-9). Unknown to an
+    // observer of a capture: the buffer may be too short or not writable.
+    if is_send && !recv.is_known() {
+        eval.maybe
+            .push(Fail::nak(Syndrome::NAK_INVALID_REQUEST, &["MR-RSP-8"]));
+        eval.maybe
+            .push(Fail::nak(Syndrome::NAK_REMOTE_OP, &["MR-RSP-9"]));
+    }
     if let (true, Knowledge::Known(wr)) = (is_send, recv) {
         Eval::require(
             received <= wr.capacity,

@@ -81,12 +81,19 @@ impl MpRequester {
             return f;
         };
         let pmtu = self.cfg.pmtu.max(1);
-        // READ re-request (offset > 0) of a READ already sent.
-        let rereq_wr = (op == Opcode::MP_READ_REQUEST && m.offset > 0)
+        // READ re-request of a READ already sent: offset > 0, or offset 0
+        // with R set while the first response is deemed missing (MR-MPR-7
+        // re-requests from the first missing byte, which may be byte 0).
+        let rereq_wr = (op == Opcode::MP_READ_REQUEST)
             .then(|| {
                 self.wrs
                     .values()
-                    .find(|w| w.msn == m.msn && w.read.is_some())
+                    .find(|w| {
+                        w.msn == m.msn
+                            && w.read.as_ref().is_some_and(|r| {
+                                m.offset > 0 || (m.retransmission && r.missing.contains(&0))
+                            })
+                    })
                     .map(|w| w.wr.wr)
             })
             .flatten();

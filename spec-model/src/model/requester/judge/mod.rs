@@ -112,6 +112,8 @@ pub struct RequestStreamJudge {
     read_unsized: Option<(Psn, u64)>,
     /// Highest PSN acknowledged.
     acked: Option<Psn>,
+    /// PSN of the first request seen (what is unacknowledged before any ACK).
+    first_psn: Option<Psn>,
     last_ack_ns: Option<u64>,
     sent: HashMap<u32, Sent>,
     /// Payload buffers of acknowledged packets, reused for new ones.
@@ -138,6 +140,7 @@ impl RequestStreamJudge {
             next_psn: None,
             read_unsized: None,
             acked: None,
+            first_psn: None,
             last_ack_ns: None,
             sent: HashMap::new(),
             spare: Vec::new(),
@@ -198,6 +201,7 @@ impl RequestStreamJudge {
         }
         let psn = pkt.bth.psn;
         let Some(next) = self.next_psn else {
+            self.first_psn = Some(psn);
             self.on_new(pkt, now_ns, true, &mut f);
             return f;
         };
@@ -234,6 +238,11 @@ impl RequestStreamJudge {
                 return;
             }
         }
+        // "MR-REQ-9": so are those before the oldest unacknowledged PSN minus
+        // one (a late answer to a duplicate, say), whatever their syndrome.
+        if self.acked.is_some_and(|a| psn.is_before(a)) {
+            return;
+        }
         if matches!(
             op,
             Opcode::RC_READ_RESPONSE_FIRST | Opcode::RC_READ_RESPONSE_MIDDLE
@@ -241,22 +250,34 @@ impl RequestStreamJudge {
             let len = pkt.payload.len() as u32;
             self.pmtu.narrow(|p| p == len);
         }
-        // Only READ responses acknowledge the PSNs of a READ, in order.
-        let read_response = matches!(op.0, 0x0D..=0x10);
-        let awaited_read = self.acked.filter(|a| {
-            self.holding(a.add(1))
-                .is_some_and(|(_, s)| s.opcode == Opcode::RC_READ_REQUEST)
+        // Only READ responses acknowledge the PSNs of a READ, in order, and
+        // only its Atomic Acknowledge the PSN of an atomic ("MR-REQ-4"); the
+        // oldest unacknowledged PSN is the first request's before any ACK.
+        let expected = self.acked.map(|a| a.add(1)).or(self.first_psn);
+        let awaited = expected.and_then(|e| {
+            let (_, s) = self.holding(e)?;
+            matches!(
+                s.opcode,
+                Opcode::RC_READ_REQUEST | Opcode::RC_CMP_SWAP | Opcode::RC_FETCH_ADD
+            )
+            .then_some((e, s.opcode))
         });
-        if let Some(a) = awaited_read
-            && read_response
-            && psn.is_after(a.add(1))
+        let own_response = match awaited {
+            Some((_, Opcode::RC_READ_REQUEST)) => matches!(op.0, 0x0D..=0x10),
+            Some(_) => op == Opcode::RC_ATOMIC_ACK,
+            None => false,
+        };
+        if let Some((e, Opcode::RC_READ_REQUEST)) = awaited
+            && own_response
+            && psn.is_after(e)
         {
             return; // "MR-READ-7": later than the next expected response, dropped
         }
-        // "MR-REQ-4": an ACK or NAK beyond a READ whose responses are missing
-        // does not acknowledge them; the READ is retried from the first missing one.
-        let upto = |p: Psn| match awaited_read {
-            Some(a) if !read_response => a,
+        // "MR-REQ-4": an ACK or NAK beyond a READ or atomic whose responses
+        // are missing does not acknowledge them; it is retried from the
+        // first missing one.
+        let upto = |p: Psn| match awaited {
+            Some((e, _)) if !own_response => e.sub(1),
             _ => p,
         };
         match pkt.ext.aeth.map(|a| a.syndrome.kind()) {
@@ -301,6 +322,13 @@ impl RequestStreamJudge {
             self.seq_nak = None;
         }
         self.repeated_nak = None;
+        // "MR-RNR-4": the retry after an RNR wait resends what is still
+        // outstanding from the NAK's PSN on; PSNs acknowledged since are not.
+        if let Some((rnr_psn, arrived, wait)) = self.rnr
+            && !p.is_before(rnr_psn)
+        {
+            self.rnr = Some((p.add(1), arrived, wait));
+        }
         let done = self.sent.extract_if(|&k, s| {
             let last = Psn::new(k).add(s.span.max(1) - 1);
             !last.is_after(p)

@@ -51,6 +51,32 @@ fn learned_state_starts_at_the_first_psn_with_unknown_msn() {
 }
 
 #[test]
+fn send_to_unknown_receive_buffers_may_nak_mr_rsp_8_mr_rsp_9() {
+    // The observer never saw the receive work request: its buffers may be
+    // too short (NAK 0x61) or not writable (NAK 0x63). Found by the
+    // differential fuzz target: the reference transport's NAK 0x63 for an
+    // unwritable receive buffer was a MUST finding of the conversation judge.
+    for op in [Opcode::RC_SEND_ONLY, Opcode::RC_SEND_FIRST] {
+        let mut b = req(op, 9).ack_req(true).payload(vec![0; PMTU as usize]);
+        if op == Opcode::RC_SEND_ONLY {
+            b = b.payload(*b"x");
+        }
+        let st = learned(&b);
+        let all = branches(&st, &b);
+        for (code, id) in [
+            (Syndrome::NAK_INVALID_REQUEST, "MR-RSP-8"),
+            (Syndrome::NAK_REMOTE_OP, "MR-RSP-9"),
+        ] {
+            assert!(
+                all.iter()
+                    .any(|b| has_syndrome(&b.outcomes, SyndromeSpec::Exact(code))),
+                "{id}: {op:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn learned_msn_is_then_enforced_mr_msn_1() {
     let b = req(Opcode::RC_SEND_ONLY, 7).ack_req(true);
     let st = learned(&b);

@@ -424,6 +424,54 @@ fn read_rerequest_nonzero_offset_mr_mpr_6_mr_mpr_7_mr_mpr_8() {
 }
 
 #[test]
+fn read_rerequest_from_offset_zero_mr_mpr_7() {
+    // The first response of a READ goes missing: MR-MPR-7 re-requests from
+    // the first missing byte, offset 0, with R set. The requester's own
+    // judge must take that packet as the re-request it asked for, not as a
+    // retransmission or a new message (found by the model_stateful fuzz
+    // target: next_packets offered it, on_transmit refused it).
+    let r = MpRequester::new(cfg(), 0x22, psn(10));
+    let (r, _) = r.post_send(SendWr {
+        wr: 1,
+        op: WrOp::Read {
+            va: 0x5000,
+            rkey: 9,
+            len: 1280,
+        },
+        fence: false,
+        signaled: true,
+    });
+    let (mut r, f, _) = send_next(&r, 0);
+    assert!(f.is_empty(), "{f:?}");
+    for i in 1..5u32 {
+        let w = wire(
+            req(
+                Opcode::MP_READ_RESPONSE,
+                10 + i,
+                0,
+                i * 256,
+                1280,
+                &[0; 256],
+            )
+            .ext(|e| e.mpeth.as_mut().unwrap().timestamp = 0),
+        );
+        let at = ArrivalInfo {
+            now_ns: 1000 + u64::from(i),
+            ..ArrivalInfo::default()
+        };
+        r = r.on_ack(&w.roce(), &at).0;
+    }
+    let o = r.next_packets(1010);
+    let s = required_sends(&o);
+    assert_eq!(s.len(), 1, "MR-MPR-6: response 0 is missing");
+    assert_eq!(s[0].mpeth.offset, Field::Exact(0), "MR-MPR-7");
+    assert_eq!(s[0].mpeth.retransmission, Field::Exact(true), "MR-MPR-7");
+    let w = wire(build(&r, s[0], 1010));
+    let (_, f) = r.on_transmit(&w.roce(), 0xC001, 1010);
+    assert!(f.is_empty(), "MR-MPR-7: the re-request it asked for: {f:?}");
+}
+
+#[test]
 fn trimmed_read_response_rerequested_mr_mpt_8() {
     let mut c = cfg();
     c.trim_dscp = Some(9);
