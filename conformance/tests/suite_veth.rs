@@ -185,7 +185,8 @@ fn suite_over_veth(case: &str, adapter: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let report = bed.dir.join("report");
-    let out = Command::new("ip")
+    let run_out = bed.dir.join("run.out");
+    let mut child = Command::new("ip")
         .args(["netns", "exec", &h, env!("CARGO_BIN_EXE_metaroce"), "run"])
         .args([
             "--vectors",
@@ -202,8 +203,31 @@ fn suite_over_veth(case: &str, adapter: &str) {
         .args(["--retries", "2"])
         .arg("--report-dir")
         .arg(&report)
-        .output()
+        .stdout(std::fs::File::create(&run_out).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
         .expect("run metaroce");
+    // Bounded: a hung run fails the test instead of holding CI.
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for metaroce") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "metaroce run over {adapter} did not finish within 600 s:\n{}",
+                std::fs::read_to_string(&run_out).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = std::process::Output {
+        status,
+        stdout: std::fs::read(&run_out).unwrap_or_default(),
+        stderr: Vec::new(),
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     let agent_log = std::fs::read_to_string(bed.dir.join("agent.log")).unwrap_or_default();

@@ -53,6 +53,11 @@ impl Pcap {
             .timeout(1)
             .immediate_mode(true)
             .open()
+            .map_err(err)?
+            // A blocking capture ignores its timeout on a silent link (seen
+            // with libpcap on veth: the harness then waits forever); poll
+            // a non-blocking one instead.
+            .setnonblock()
             .map_err(err)?;
         let filter = format!(
             "(ether dst {} or ether multicast) and not ether src {}",
@@ -72,7 +77,7 @@ impl Pcap {
         })
     }
 
-    /// Takes at most one frame from libpcap (waits at most its 1 ms timeout).
+    /// Takes at most one frame from libpcap (polls; sleeps 50 µs when none).
     fn pull(&mut self) -> Result<bool, IutError> {
         match self.capture.next_packet() {
             Ok(p) => {
@@ -81,7 +86,11 @@ impl Pcap {
                 self.queue.push_back(Observed { at_ns, bytes });
                 Ok(true)
             }
-            Err(pcap::Error::TimeoutExpired) => Ok(false),
+            Err(pcap::Error::TimeoutExpired) => {
+                // Nothing queued: yield briefly before the next poll.
+                std::thread::sleep(Duration::from_micros(50));
+                Ok(false)
+            }
             Err(e) => Err(IutError(format!("{}: {e}", self.label))),
         }
     }
