@@ -22,7 +22,8 @@ fn metaroce(args: &[&str]) -> Output {
 }
 
 fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("metaroce-fuzz-{name}-{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("metaroce-fuzz-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }

@@ -971,7 +971,7 @@ fn tshark_decodes_every_field_as_the_codec_does() {
     };
     let frames = frames();
 
-    let path = std::env::temp_dir().join(format!(
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "metaroce-oracle-tshark-{}-{}.pcapng",
         std::process::id(),
         std::time::SystemTime::now()

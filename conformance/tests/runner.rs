@@ -13,7 +13,8 @@ const HEAD: &str = "title: t\nprofile: base\nrole: requester\n";
 const WRITE: &str = "setup:\n  mrs: [{name: buf, length: 64, access: [local_write, remote_write]}]\nsteps:\n  - send: {opcode: RC_WRITE_ONLY, ext: {reth: {va: \"${mr.buf.addr}\", rkey: \"${mr.buf.rkey}\", dma_len: 4}}, payload: \"01020304\"}\n";
 
 fn suite(name: &str, files: &[(&str, String)], options: RunOptions) -> SuiteResult {
-    let dir = std::env::temp_dir().join(format!("metaroce-runner-{name}-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("metaroce-runner-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for (file, text) in files {
@@ -174,8 +175,8 @@ fn capture_binds_later_steps() {
 #[test]
 fn unsupported_inconc_xfail_and_nonstrict() {
     let fail = format!("{WRITE}  - expect: {{fields: {{aeth.msn: 9}}}}\n");
-    let expectations_file =
-        std::env::temp_dir().join(format!("metaroce-xfail-{}.yaml", std::process::id()));
+    let expectations_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("metaroce-xfail-{}.yaml", std::process::id()));
     std::fs::write(&expectations_file, "- {id: x, reason: known}\n").unwrap();
     let options = RunOptions {
         expectations: Expectations::load(&expectations_file).unwrap(),

@@ -41,7 +41,9 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("metaroce-vectors-{name}-{}", std::process::id()));
+    // Cargo's scratch directory for integration tests (target/tmp), not /tmp.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("metaroce-vectors-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -807,6 +807,19 @@ impl Test<'_> {
         }
     }
 
+    /// A waiting window as a reason states it: the vector's window, plus
+    /// the test bed's margin on a live IUT.
+    fn window_text(&self, within_us: u64) -> String {
+        if self.bed.margin_ns == 0 {
+            format!("{within_us} µs")
+        } else {
+            format!(
+                "{within_us} µs (+ {} µs window margin)",
+                self.bed.margin_ns / 1_000
+            )
+        }
+    }
+
     fn expect(&mut self, e: &ExpectStep) -> Result<(), Stop> {
         let deadline = self.deadline(e.within_us);
         let count = e.count.unwrap_or(1).max(1);
@@ -816,14 +829,14 @@ impl Test<'_> {
                 let Some((o, view)) = self.next_frame(deadline)? else {
                     let want: Vec<String> = e.fields.keys().cloned().collect();
                     let reason = format!(
-                        "expected a packet ({}{}), nothing arrived within {} µs",
+                        "expected a packet ({}{}), nothing arrived within {}",
                         want.join(", "),
                         if count > 1 {
                             format!("; {n} of {count} came")
                         } else {
                             String::new()
                         },
-                        e.within_us
+                        self.window_text(e.within_us)
                     );
                     self.record("expect", false, reason.clone());
                     return Err(self.fail(&e.requirement, reason));
@@ -1083,7 +1096,10 @@ impl Test<'_> {
             .and_then(|a| a.first())
             .cloned();
         let Some(wc) = got else {
-            let reason = format!("expected a completion, none within {} µs", c.within_us);
+            let reason = format!(
+                "expected a completion, none within {}",
+                self.window_text(c.within_us)
+            );
             self.record("expect_completion", false, reason.clone());
             return Err(self.fail(&c.requirement, reason));
         };

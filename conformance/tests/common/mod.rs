@@ -23,9 +23,12 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("output is UTF-8")
 }
 
-/// A path in the temporary directory, unique to this test process.
+/// A path in cargo's scratch directory for integration tests
+/// (`target/tmp`, not the system's /tmp, so runs leave no litter there),
+/// unique to this test process.
 pub fn temp_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("metaroce-test-{}-{name}", std::process::id()))
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("metaroce-test-{}-{name}", std::process::id()))
 }
 
 /// Writes `bytes` to a fresh [`temp_path`] and returns it.
