@@ -256,3 +256,84 @@ fn the_committed_suite_passes_on_the_reference_transport() {
         .collect();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// The built-in IUT behind an agent that cannot tell a QP's UDP source port
+/// (`query_qp` without `udp_src_port`, which AGENT.md makes optional).
+struct NoSourcePort(Builtin);
+
+impl metaroce_conformance::run::iut::Iut for NoSourcePort {
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+    fn virtual_time(&self) -> bool {
+        self.0.virtual_time()
+    }
+    fn harness(&self) -> metaroce_conformance::run::iut::Endpoint {
+        self.0.harness()
+    }
+    fn agent(
+        &mut self,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, metaroce_conformance::run::iut::IutError> {
+        let mut reply = self.0.agent(request)?;
+        if let Some(map) = reply.as_object_mut() {
+            map.remove("udp_src_port");
+        }
+        Ok(reply)
+    }
+    fn send(&mut self, frame: &[u8]) -> Result<(), metaroce_conformance::run::iut::IutError> {
+        self.0.send(frame)
+    }
+    fn recv(
+        &mut self,
+        deadline_ns: u64,
+    ) -> Result<
+        Option<metaroce_conformance::run::iut::Observed>,
+        metaroce_conformance::run::iut::IutError,
+    > {
+        self.0.recv(deadline_ns)
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+    fn advance(&mut self, until_ns: u64) -> Result<(), metaroce_conformance::run::iut::IutError> {
+        self.0.advance(until_ns)
+    }
+    fn drain(
+        &mut self,
+    ) -> Result<
+        Vec<metaroce_conformance::run::iut::Observed>,
+        metaroce_conformance::run::iut::IutError,
+    > {
+        self.0.drain()
+    }
+}
+
+#[test]
+fn an_unknown_udp_source_port_makes_its_tests_inconclusive() {
+    // MR-ACK-6: an ACK leaves from the QP's UDP source port. When the agent
+    // cannot say which port that is, the comparison cannot be made: INCONC,
+    // not a FAIL of the IUT; tests that do not use the port still run.
+    let ack = format!(
+        "{WRITE}  - expect: {{fields: {{opcode: RC_ACK, udp.src_port: \"${{iut.udp_sport}}\"}}}}\n"
+    );
+    let plain = format!("{WRITE}  - expect: {{fields: {{opcode: RC_ACK}}}}\n");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("metaroce-runner-sport-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.yaml"), vector("t.sport", "MR-ACK-6", &ack)).unwrap();
+    std::fs::write(dir.join("b.yaml"), vector("t.plain", "MR-ACK-6", &plain)).unwrap();
+    let set = load_dir(&dir).unwrap_or_else(|e| panic!("{e:?}"));
+    let run = |iut: &mut dyn metaroce_conformance::run::iut::Iut| {
+        run_suite(&set, &dir, iut, &RunOptions::default(), &mut |_, _, _| {}).unwrap()
+    };
+    let told = run(&mut Builtin::new(7, None).unwrap());
+    assert_eq!(verdict_of(&told, "t.sport").0, Verdict::Pass);
+    let untold = run(&mut NoSourcePort(Builtin::new(7, None).unwrap()));
+    let (verdict, reason) = verdict_of(&untold, "t.sport");
+    assert_eq!(verdict, Verdict::Inconc, "{reason}");
+    assert!(reason.contains("UDP source port"), "{reason}");
+    assert_eq!(verdict_of(&untold, "t.plain").0, Verdict::Pass);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -491,10 +491,20 @@ impl Test<'_> {
             )?;
             if k == 0 {
                 let info = self.setup_call(json!({"op": "query_qp", "qpn": qpn}), "query_qp")?;
-                iut_sport = info
-                    .get("udp_src_port")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
+                match info.get("udp_src_port").and_then(Value::as_u64) {
+                    Some(port) => iut_sport = port,
+                    // An agent that cannot tell the QP's UDP source port
+                    // (AGENT.md: optional) leaves `${iut.udp_sport}` unknown:
+                    // a vector that compares against it cannot be judged.
+                    None if vector_mentions(self.vector, "iut.udp_sport") => {
+                        return Err(Stop::Inconc(
+                            "the agent does not report the QP's UDP source port (query_qp \
+                             udp_src_port), which this test compares against"
+                                .into(),
+                        ));
+                    }
+                    None => {}
+                }
                 // An MP QP's entropy set, as the IUT reports it (MR-PICS-5):
                 // `iut.ev0`, `iut.ev1`, ... and `iut.ev_count`.
                 let set: Vec<u64> = info
@@ -1303,4 +1313,10 @@ mod tests {
             ["flush"]
         );
     }
+}
+
+/// Whether a binding name appears anywhere in a vector (its steps' fields and
+/// expressions, as the loader keeps them).
+fn vector_mentions(vector: &Vector, name: &str) -> bool {
+    serde_json::to_string(vector).is_ok_and(|text| text.contains(name))
 }
