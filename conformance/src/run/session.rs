@@ -1274,6 +1274,12 @@ pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResul
     }
 }
 
+/// Whether a binding name appears anywhere in a vector (its steps' fields and
+/// expressions, as the loader keeps them).
+fn vector_mentions(vector: &Vector, name: &str) -> bool {
+    serde_json::to_string(vector).is_ok_and(|text| text.contains(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::missing_capabilities;
@@ -1313,10 +1319,4 @@ mod tests {
             ["flush"]
         );
     }
-}
-
-/// Whether a binding name appears anywhere in a vector (its steps' fields and
-/// expressions, as the loader keeps them).
-fn vector_mentions(vector: &Vector, name: &str) -> bool {
-    serde_json::to_string(vector).is_ok_and(|text| text.contains(name))
 }
