@@ -9,7 +9,8 @@
 #            guest NIC's capture (link.pcap), logs, rxe's hw_counters
 #   extra args go to `metaroce run` (e.g. `-k base.rsp.send` for a subset).
 # Knobs (environment): TMO (guest lifetime, 1800 s), VECTORS (vectors/base),
-#   BUILD=0 (use the binaries already in target/release).
+#   BUILD=0 (use the binaries already in target/release); MODE=fuzz runs
+#   `metaroce fuzz` instead of the suite (what lab/rxe/fuzz.sh does).
 #
 # One command does it all: installs libibverbs-dev (the agent's build
 # dependency) and what mkvm.sh installs, downloads Debian's kernel package
@@ -111,13 +112,24 @@ SMOKE=$?
 tail -n 1 "$OUT/agent_smoke.txt"
 [ $SMOKE = 0 ] || { grep -v '^ok' "$OUT/agent_smoke.txt" >&2; echo "$0: agent smoke test failed" >&2; exit 3; }
 
-step "metaroce run (Base vectors: $VECTORS)"
-ip netns exec "$NS" timeout "$TMO" "$METAROCE" run --vectors "$VECTORS" \
-  --iut raw:$TAP --agent $VMIP:$PORT --ip $HIP --mac $HMAC \
-  --profile "$H/rxe-profile.yaml" --expectations "$H/rxe-expectations.yaml" \
-  --retries 2 --report-dir "$OUT" -v "$@" > "$OUT/summary.txt" 2> "$OUT/run.stderr"
-RC=$?
-step "metaroce run exit $RC"
+if [ "${MODE:-certify}" = fuzz ]; then
+  step "metaroce fuzz (${FUZZ_PACKETS:-2000} packets, ${FUZZ_SECONDS:-600} s at most, seed ${FUZZ_SEED:-1})"
+  ip netns exec "$NS" timeout "$TMO" "$METAROCE" fuzz \
+    --iut raw:$TAP --agent $VMIP:$PORT --ip $HIP --mac $HMAC \
+    --packets "${FUZZ_PACKETS:-2000}" --duration "${FUZZ_SECONDS:-600}" --seed "${FUZZ_SEED:-1}" \
+    --out "$OUT/findings" "$@" > "$OUT/fuzz.txt" 2> "$OUT/fuzz.stderr"
+  RC=$?
+  step "metaroce fuzz exit $RC"
+  tail -n 25 "$OUT/fuzz.txt"
+else
+  step "metaroce run (Base vectors: $VECTORS)"
+  ip netns exec "$NS" timeout "$TMO" "$METAROCE" run --vectors "$VECTORS" \
+    --iut raw:$TAP --agent $VMIP:$PORT --ip $HIP --mac $HMAC \
+    --profile "$H/rxe-profile.yaml" --expectations "$H/rxe-expectations.yaml" \
+    --retries 2 --report-dir "$OUT" -v "$@" > "$OUT/summary.txt" 2> "$OUT/run.stderr"
+  RC=$?
+  step "metaroce run exit $RC"
+fi
 
 touch "$W/share/agent.stop"
 for _ in $(seq 1 60); do kill -0 "$VM" 2>/dev/null || break; sleep 1; done
@@ -133,6 +145,10 @@ cp "$W/share/agent.log" "$OUT/agent.log" 2>/dev/null
   echo "rxe hw_counters after the run: $(cat "$W/share/agent.counters" 2>/dev/null)"
 } > "$OUT/versions.txt"
 cat "$OUT/versions.txt"
+if [ "${MODE:-certify}" = fuzz ]; then
+  step "done: exit $RC; findings (if any) in $OUT/findings"
+  exit $RC
+fi
 grep -v '^ *PASS ' "$OUT/summary.txt" | tail -n 80
 
 # INCONC is not an rxe verdict when the harness says the test bed is too slow

@@ -146,29 +146,13 @@ pub fn run_test_with_context(
         ..
     } = t;
     let result = TestResult {
-        id: vector.id.clone(),
-        title: vector.title.clone(),
-        file: file.to_string(),
-        requirements: vector.requirements.clone(),
-        profile: match vector.profile {
-            Profile::Base => "base",
-            Profile::Mp => "mp",
-        }
-        .into(),
-        role: match vector.role {
-            Role::Requester => "requester",
-            Role::Responder => "responder",
-            Role::Peer => "peer",
-        }
-        .into(),
-        area: TestResult::area_of(&vector.requirements[0]),
         verdict,
         reason,
         failed_requirement,
         duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        attempts: 1,
         steps,
         packets,
+        ..result_of(vector, file)
     };
     (result, ctx)
 }
@@ -341,6 +325,25 @@ pub fn inconclusive(vector: &Vector, file: &str, reason: String) -> TestResult {
 /// The result of a test the IUT's profile rules out.
 pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResult {
     TestResult {
+        verdict: Verdict::Unsupported,
+        reason: Some(
+            missing
+                .iter()
+                .map(|k| match k.strip_prefix('!') {
+                    Some(present) => format!("the capability profile declares {present} present"),
+                    None => format!("the capability profile declares {k} absent"),
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        ..result_of(vector, file)
+    }
+}
+
+/// A vector's result before it runs: its identity, no verdict reason, no
+/// steps, one attempt (the verdict field is a placeholder the caller sets).
+fn result_of(vector: &Vector, file: &str) -> TestResult {
+    TestResult {
         id: vector.id.clone(),
         title: vector.title.clone(),
         file: file.to_string(),
@@ -357,17 +360,8 @@ pub fn unsupported(vector: &Vector, file: &str, missing: &[String]) -> TestResul
         }
         .into(),
         area: TestResult::area_of(&vector.requirements[0]),
-        verdict: Verdict::Unsupported,
-        reason: Some(
-            missing
-                .iter()
-                .map(|k| match k.strip_prefix('!') {
-                    Some(present) => format!("the capability profile declares {present} present"),
-                    None => format!("the capability profile declares {k} absent"),
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
+        verdict: Verdict::Inconc,
+        reason: None,
         failed_requirement: None,
         duration_us: 0,
         attempts: 1,
