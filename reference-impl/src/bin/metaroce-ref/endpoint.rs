@@ -11,6 +11,33 @@ use metaroce_ref::{
 };
 use std::time::Duration;
 
+/// Ends a command's run: the elapsed time, `ok` (and `error`) into its JSON
+/// summary, the summary on standard output, the error on standard error
+/// after `who` (`metaroce-ref perf (Client)`), and the exit code.
+pub(crate) fn finish(
+    who: &str,
+    start: std::time::Instant,
+    result: Result<(), String>,
+    mut summary: serde_json::Value,
+) -> std::process::ExitCode {
+    use serde_json::json;
+    summary["elapsed_ms"] = json!(start.elapsed().as_millis() as u64);
+    let code = match result {
+        Ok(()) => {
+            summary["ok"] = json!(true);
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{who}: {e}");
+            summary["ok"] = json!(false);
+            summary["error"] = json!(e);
+            std::process::ExitCode::FAILURE
+        }
+    };
+    println!("{summary}");
+    code
+}
+
 /// Maps an error to `"what: error"`.
 pub(crate) fn e<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
     move |err| format!("{what}: {err}")

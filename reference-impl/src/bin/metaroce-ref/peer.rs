@@ -322,21 +322,12 @@ pub fn main(args: &PeerArgs) -> ExitCode {
         "messages": args.messages,
     });
     let result = run(args, &mut summary);
-    summary["elapsed_ms"] = json!(start.elapsed().as_millis() as u64);
-    let code = match result {
-        Ok(()) => {
-            summary["ok"] = json!(true);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("metaroce-ref peer ({:?}): {e}", args.role);
-            summary["ok"] = json!(false);
-            summary["error"] = json!(e);
-            ExitCode::FAILURE
-        }
-    };
-    println!("{summary}");
-    code
+    crate::endpoint::finish(
+        &format!("metaroce-ref peer ({:?})", args.role),
+        start,
+        result,
+        summary,
+    )
 }
 
 struct Setup {

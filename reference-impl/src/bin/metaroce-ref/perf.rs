@@ -159,21 +159,12 @@ pub fn main(args: &PerfArgs) -> ExitCode {
             (false, role) => base(args, role, deadline, &mut summary),
         }
     };
-    summary["elapsed_ms"] = json!(start.elapsed().as_millis() as u64);
-    let code = match result {
-        Ok(()) => {
-            summary["ok"] = json!(true);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("metaroce-ref perf ({:?}): {e}", args.role);
-            summary["ok"] = json!(false);
-            summary["error"] = json!(e);
-            ExitCode::FAILURE
-        }
-    };
-    println!("{summary}");
-    code
+    crate::endpoint::finish(
+        &format!("metaroce-ref perf ({:?})", args.role),
+        start,
+        result,
+        summary,
+    )
 }
 
 // ---- Reporting ---------------------------------------------------------

@@ -159,21 +159,7 @@ pub fn main(args: &PingpongArgs) -> ExitCode {
         "pmtu": args.pmtu,
     });
     let result = run(args, &mut summary);
-    summary["elapsed_ms"] = json!(start.elapsed().as_millis() as u64);
-    let code = match result {
-        Ok(()) => {
-            summary["ok"] = json!(true);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("metaroce-ref pingpong: {e}");
-            summary["ok"] = json!(false);
-            summary["error"] = json!(e);
-            ExitCode::FAILURE
-        }
-    };
-    println!("{summary}");
-    code
+    crate::endpoint::finish("metaroce-ref pingpong", start, result, summary)
 }
 
 /// Receive `k` goes to slot 1 + k mod RECV_SLOTS (slot 0 is the send buffer).
