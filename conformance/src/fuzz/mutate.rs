@@ -347,7 +347,9 @@ impl Generator {
                 let c = s.corrupt.get_or_insert_with(Corruption::default);
                 match r.below(4) {
                     0 => c.icrc = true,
-                    1 => c.truncate = Some(Num::Int(r.below(90))),
+                    // Never shorter than an Ethernet header: such a frame
+                    // cannot cross a link (AF_PACKET refuses it, EINVAL).
+                    1 => c.truncate = Some(Num::Int(14 + r.below(76))),
                     2 => c.trailer = Some(payload(1 + r.below(8), 0xAB)),
                     _ => c.pad_bytes = Some(Bytes::Hex("ff".into())),
                 }
