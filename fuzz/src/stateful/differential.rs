@@ -40,12 +40,15 @@ use super::pair::{Event, Kind, LINK_CAP, Modified, Pair};
 use super::reference;
 use core::net::IpAddr;
 use metaroce_codec::{Frame, IcrcStatus, IpRepr, Opcode, ParseOptions, Psn, icrc};
-use metaroce_ref::{Access, QpState as RefState, WorkCompletion};
+use metaroce_ref::{Access, DeviceConfig, QpState as RefState, WorkCompletion};
 use metaroce_spec::Severity;
 use metaroce_spec::judge::{ConversationConfig, ConversationJudge, MAX_PENDING, PacketMeta};
+use metaroce_spec::model::congestion::{NotificationPoint, NpDecision};
 use metaroce_spec::model::mp::spec_allows;
 use metaroce_spec::model::qp::{QpState, QpType};
-use metaroce_spec::model::receiver::{Device as RxModel, LocalQp, MpAdmission, Receiver, Verdict};
+use metaroce_spec::model::receiver::{
+    Device as RxModel, LocalQp, MpAdmission, Received, Receiver, Verdict,
+};
 use metaroce_spec::model::responder::{
     AccessFlags, Features, MemoryRegion, Message, QpAttributes, RecvWr, ResponderState,
 };
@@ -112,9 +115,21 @@ pub fn run(data: &[u8]) -> Result<(), String> {
 /// [`run`], with what the run did (`judged`: frames the responder model
 /// judged at B).
 pub fn run_tally(data: &[u8]) -> Result<Tally, String> {
+    run_tally_with(data, &|c| c)
+}
+
+/// [`run_tally`] with both devices' [`DeviceConfig`] passed through
+/// `configure` first. With `metaroce-ref`'s feature `zoo` this selects a
+/// bug-zoo mutant (`|c| DeviceConfig { mutant: Some(m), ..c }`), which the
+/// judges must then catch (`conformance/tests/fuzz_differential_zoo.rs`);
+/// the `differential` target itself runs the unmutated transport.
+pub fn run_tally_with(
+    data: &[u8],
+    configure: &dyn Fn(DeviceConfig) -> DeviceConfig,
+) -> Result<Tally, String> {
     let mut inp = Input::new(data);
     let mode = [Mode::Strict, Mode::Lossy, Mode::Inject][inp.pick(3)];
-    let mut pair = Pair::new(&mut inp, true)?;
+    let mut pair = Pair::with_config(&mut inp, true, configure)?;
     pair.observe = true;
     pair.split_buffers = true;
     let mut j = Judges::new(&pair, mode);
@@ -366,6 +381,7 @@ impl Judges {
         self.sync_states(pair);
         let before = counters(&pair.nodes[B].dev);
         let was_err = self.rsp.qp_state == QpState::Err;
+        let np_before = self.rx.np.clone();
         let (rx, received) = self.rx.receive(wire, pair.now);
         self.rx = rx;
         let verdict = received.verdict;
@@ -390,6 +406,7 @@ impl Judges {
             pair.links[B].push_back(f.clone());
         }
         let summary = || describe(wire);
+        self.notification_point(pair, &received, np_before, &sent, &summary)?;
         match verdict {
             Verdict::NotMetaRoce => same_counters(before, after, None, &summary)?,
             Verdict::Drop(d) => {
@@ -470,9 +487,87 @@ impl Judges {
                     }
                 }
             }
+            Verdict::Deliver(d) if d.qpn == pair.nodes[B].qpn(Kind::Mp) => {
+                // B's MP QP is not judged here (`reference_stateful` covers
+                // it); what an MP WRITE placed is taken as given, so the
+                // responder model of the RC QP sees the regions as they are.
+                self.resync_memory(pair);
+            }
             Verdict::Deliver(_) => {}
         }
         Ok(())
+    }
+
+    /// The responder model's region bytes become B's.
+    fn resync_memory(&mut self, pair: &Pair) {
+        let b = &pair.nodes[B];
+        let Some(regions) = self.rsp.memory.known_mut() else {
+            return;
+        };
+        for r in regions.iter_mut() {
+            if let Some(m) = b.mrs.iter().find(|m| m.info.rkey == r.rkey)
+                && let Ok(now) = b.dev.read_mr(m.info.lkey, m.info.addr, m.info.len)
+                && r.contents.known().is_some_and(|c| c.as_slice() != now)
+            {
+                r.contents = Knowledge::Known(now.to_vec());
+            }
+        }
+    }
+
+    /// The notification point (§6.17): B sends a CNP exactly when the
+    /// model's `NpDecision` is `Send` (and it fits the CNP the model
+    /// describes: DestQP the sender's QP, PSN 0, the QP's P_Key), none when
+    /// the frame is dropped, not CE-marked, excluded (ACKs, CNPs, MP QPs,
+    /// MR-CNP-6) or paced (MR-CNP-2, `cnp_interval` per destination QP).
+    /// CE-marked frames come from `Inject` events (one in eight). Not judged
+    /// for B's UD QP: the reference transport sends no CNP for UD (it has no
+    /// MAC for the source), so the model's UD decisions neither count nor
+    /// take a pacing slot.
+    fn notification_point(
+        &mut self,
+        pair: &Pair,
+        received: &Received<'_>,
+        np_before: NotificationPoint,
+        sent: &[Vec<u8>],
+        summary: &dyn Fn() -> String,
+    ) -> Result<(), String> {
+        let cnps: Vec<&Vec<u8>> = sent.iter().filter(|f| is_cnp(f)).collect();
+        let ud = pair.nodes[B].qpn(Kind::Ud);
+        if received.verdict.delivery().is_some_and(|d| d.qpn == ud) {
+            self.rx.np = np_before;
+            return Ok(());
+        }
+        match &received.np {
+            NpDecision::Send(spec) => {
+                let fits = |wire: &Vec<u8>| {
+                    Frame::parse(wire, &ParseOptions::default())
+                        .ok()
+                        .and_then(|f| Some(spec_allows(&spec.packet(), &f.roce?, f.udp?.src_port)))
+                        .unwrap_or(false)
+                };
+                match cnps.as_slice() {
+                    [one] if fits(one) => Ok(()),
+                    [one] => Err(format!(
+                        "MR-CNP-4: B's CNP for {} is {}, the model wants DestQP {:#x} P_Key {:#x}",
+                        summary(),
+                        describe(one),
+                        spec.dest_qp,
+                        spec.p_key
+                    )),
+                    _ => Err(format!(
+                        "MR-CNP-1: {} is CE-marked and due a CNP; B sent {} CNPs",
+                        summary(),
+                        cnps.len()
+                    )),
+                }
+            }
+            decision if !cnps.is_empty() => Err(format!(
+                "MR-CNP-1, MR-CNP-2: B sent {} CNP(s) for {}, the model's notification point says {decision:?}",
+                cnps.len(),
+                summary()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// After a SEND with Invalidate (MR-RSP-10) the region is invalid for
