@@ -5,7 +5,7 @@
 //! posts receives; frames cross the link, time passes, QPs are reset. The
 //! first input byte picks a mode: `Strict` (nothing lost), `Lossy`
 //! (responses may be lost) or `Inject` (any impairment both ways, and
-//! structure-aware frames injected at B from A's addresses). Three judges watch B:
+//! structure-aware frames injected at B from A's addresses). Four judges watch B:
 //!
 //! 1. **Admission** (every frame reaching B): the model's receive path
 //!    (`receiver::Device`, SPEC §9.2) decides drop or delivery; B's drop
@@ -30,6 +30,11 @@
 //!    responses were lost is taken as executed; the RNR NAK for its
 //!    retransmission is then an MR-DUP-2 finding). `Lossy` mode runs the
 //!    admission and responder judges, which need no guess.
+//!
+//! 4. **Notification point** (every frame reaching B): the model's
+//!    `NpDecision` (§6.17) wants exactly one CNP from B when it is `Send`,
+//!    none otherwise (MR-CNP-1, MR-CNP-2, MR-CNP-4); B's UD QP is not judged
+//!    (the reference sends no CNP for UD).
 //!
 //! On top, every property of `reference_stateful` (no completion twice, no
 //! byte changed that no operation addressed, bounded queues).
