@@ -70,12 +70,7 @@ const MEMORY_AND_LIVENESS: [&str; 4] = [
 /// reason. The test checks they are still not caught within the bound (so
 /// this list and fuzz/README.md stay true): one that becomes caught must
 /// move out of this list.
-const NOT_CAUGHT: [(&str, &str); 8] = [
-    (
-        "retry-forever",
-        "A's requester is judged only by the conversation judge, which is given no timers \
-         (capture times are delivery times) and knows no retry_cnt; no requester model runs A",
-    ),
+const NOT_CAUGHT: [(&str, &str); 7] = [
     (
         "mp-sack-off-by-one",
         "no MP QP is judged: A posts RC work only; B's MP QP sees injected frames, judged \

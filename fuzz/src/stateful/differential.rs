@@ -110,6 +110,9 @@ struct Judges {
     /// buffers: SEND data lands there, which the responder model does not
     /// describe.
     recv_mask: BTreeMap<u32, Vec<bool>>,
+    /// How often A sent each PSN to B's RC QP since a frame from B last
+    /// reached A (the retry bound, see [`Judges::count_send`]).
+    streak: BTreeMap<u32, u32>,
 }
 
 /// Runs one input; `Err` names what the model does not allow.
@@ -223,6 +226,7 @@ impl Judges {
             resume: false,
             trace: std::env::var_os("METAROCE_FUZZ_TRACE").is_some(),
             recv_mask: BTreeMap::new(),
+            streak: BTreeMap::new(),
         }
     }
 
@@ -251,6 +255,7 @@ impl Judges {
                     let count = 1 + inp.pick(8);
                     self.deliver(pair, A, count, inp)?;
                 } else {
+                    self.streak.clear(); // B's frames may reach A
                     pair.deliver(B, 1 + inp.pick(8), inp);
                 }
             }
@@ -303,6 +308,7 @@ impl Judges {
         // The capture point is A's port: A's frames as A sends them, B's as
         // A receives them (so every timestamp is A's own time).
         for f in std::mem::take(&mut pair.sent[A]) {
+            self.count_send(pair, &f)?;
             self.observe(pair, &f, A)?;
         }
         pair.sent[B].clear();
@@ -373,6 +379,7 @@ impl Judges {
             if from == A {
                 self.at_b(pair, &frame)?;
             } else {
+                self.streak.clear();
                 self.observe(pair, &frame, B)?;
                 pair.hand(A, &frame);
             }
@@ -601,6 +608,43 @@ impl Judges {
         }
     }
 
+    /// The retry bound (MR-TMR-5, MR-TMR-6): while no frame from B reaches
+    /// A, A sends nothing again but on its local ACK timeout, each time one
+    /// retry from the oldest unacknowledged PSN, and after `retry_cnt`
+    /// retries it gives up (RETRY_EXC_ERR). So A sends no PSN to B's RC QP
+    /// more than `1 + retry_cnt` times between two frames from B reaching
+    /// it (a bound, not the count: a retry counter reset only by progress
+    /// may already be lower). RNR waits and NAK retries need a frame from
+    /// B, which starts the count anew; so do reconnections.
+    fn count_send(&mut self, pair: &Pair, wire: &[u8]) -> Result<(), String> {
+        let Ok(frame) = Frame::parse(wire, &ParseOptions::default()) else {
+            return Ok(());
+        };
+        let Some(p) = &frame.roce else {
+            return Ok(());
+        };
+        if p.bth.dest_qp != pair.nodes[B].qpn(Kind::Rc) || p.bth.opcode == Opcode::CNP {
+            return Ok(());
+        }
+        let psn = p.bth.psn.value();
+        let n = self.streak.entry(psn).or_insert(0);
+        *n += 1;
+        let max = 1 + u32::from(pair.rc_retry_cnt);
+        if *n > max {
+            return Err(format!(
+                "MR-TMR-5, MR-TMR-6: A sent {} {} times with no frame from B \
+                 reaching it in between; retry_cnt {} allows {max}",
+                describe(wire),
+                *n,
+                pair.rc_retry_cnt
+            ));
+        }
+        if self.streak.len() > 4096 {
+            self.streak.clear(); // bounded; forgetting only makes the check weaker
+        }
+        Ok(())
+    }
+
     /// A frame at B's port, sent by node `sender`, to the conversation judge.
     fn observe(&mut self, pair: &Pair, wire: &[u8], sender: usize) -> Result<(), String> {
         if self.trace {
@@ -672,6 +716,7 @@ impl Judges {
                 }
             }
             Modified::Reconnected(Kind::Rc) => {
+                self.streak.clear();
                 if self.mode != Mode::Inject {
                     // The judge takes the new connection as a new capture:
                     // frames of the old one do not cross into it.

@@ -157,6 +157,8 @@ pub struct Pair {
     pub completed_ok: u64,
     /// Frames handed to a device so far.
     pub frames_handed: u64,
+    /// `retry_cnt` of the RC connection (both ends), as last connected.
+    pub rc_retry_cnt: u8,
 }
 
 /// The kinds of event, one input byte each.
@@ -247,6 +249,7 @@ impl Pair {
             split_buffers: false,
             completed_ok: 0,
             frames_handed: 0,
+            rc_retry_cnt: timing.retry_cnt,
         })
     }
 
@@ -634,6 +637,9 @@ impl Pair {
         };
         let psns = [inp.u32() & 0xFF_FFFF, inp.u32() & 0xFF_FFFF];
         connect(&mut self.nodes, kind, psns, &timing)?;
+        if kind == Kind::Rc {
+            self.rc_retry_cnt = timing.retry_cnt;
+        }
         Ok(Modified::Reconnected(kind))
     }
 
