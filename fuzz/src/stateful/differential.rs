@@ -36,6 +36,10 @@
 //!    none otherwise (MR-CNP-1, MR-CNP-2, MR-CNP-4); B's UD QP is not judged
 //!    (the reference sends no CNP for UD).
 //!
+//! And one bound on A: the **retry bound** (MR-TMR-5, MR-TMR-6, in every
+//! mode): A sends no PSN to B's RC QP more than `1 + retry_cnt` times
+//! between two frames from B reaching it.
+//!
 //! On top, every property of `reference_stateful` (no completion twice, no
 //! byte changed that no operation addressed, bounded queues).
 
