@@ -5,7 +5,7 @@
 //! posts receives; frames cross the link, time passes, QPs are reset. The
 //! first input byte picks a mode: `Strict` (nothing lost), `Lossy`
 //! (responses may be lost) or `Inject` (any impairment both ways, and
-//! structure-aware frames injected at B from A's addresses). Three judges watch B:
+//! structure-aware frames injected at B from A's addresses). Four judges watch B:
 //!
 //! 1. **Admission** (every frame reaching B): the model's receive path
 //!    (`receiver::Device`, SPEC §9.2) decides drop or delivery; B's drop
@@ -31,6 +31,15 @@
 //!    retransmission is then an MR-DUP-2 finding). `Lossy` mode runs the
 //!    admission and responder judges, which need no guess.
 //!
+//! 4. **Notification point** (every frame reaching B): the model's
+//!    `NpDecision` (§6.17) wants exactly one CNP from B when it is `Send`,
+//!    none otherwise (MR-CNP-1, MR-CNP-2, MR-CNP-4); B's UD QP is not judged
+//!    (the reference sends no CNP for UD).
+//!
+//! And one bound on A: the **retry bound** (MR-TMR-5, MR-TMR-6, in every
+//! mode): A sends no PSN to B's RC QP more than `1 + retry_cnt` times
+//! between two frames from B reaching it.
+//!
 //! On top, every property of `reference_stateful` (no completion twice, no
 //! byte changed that no operation addressed, bounded queues).
 
@@ -40,12 +49,15 @@ use super::pair::{Event, Kind, LINK_CAP, Modified, Pair};
 use super::reference;
 use core::net::IpAddr;
 use metaroce_codec::{Frame, IcrcStatus, IpRepr, Opcode, ParseOptions, Psn, icrc};
-use metaroce_ref::{Access, QpState as RefState, WorkCompletion};
+use metaroce_ref::{Access, DeviceConfig, QpState as RefState, WorkCompletion};
 use metaroce_spec::Severity;
 use metaroce_spec::judge::{ConversationConfig, ConversationJudge, MAX_PENDING, PacketMeta};
+use metaroce_spec::model::congestion::{NotificationPoint, NpDecision};
 use metaroce_spec::model::mp::spec_allows;
 use metaroce_spec::model::qp::{QpState, QpType};
-use metaroce_spec::model::receiver::{Device as RxModel, LocalQp, MpAdmission, Receiver, Verdict};
+use metaroce_spec::model::receiver::{
+    Device as RxModel, LocalQp, MpAdmission, Received, Receiver, Verdict,
+};
 use metaroce_spec::model::responder::{
     AccessFlags, Features, MemoryRegion, Message, QpAttributes, RecvWr, ResponderState,
 };
@@ -102,6 +114,9 @@ struct Judges {
     /// buffers: SEND data lands there, which the responder model does not
     /// describe.
     recv_mask: BTreeMap<u32, Vec<bool>>,
+    /// How often A sent each PSN to B's RC QP since a frame from B last
+    /// reached A (the retry bound, see [`Judges::count_send`]).
+    streak: BTreeMap<u32, u32>,
 }
 
 /// Runs one input; `Err` names what the model does not allow.
@@ -112,9 +127,21 @@ pub fn run(data: &[u8]) -> Result<(), String> {
 /// [`run`], with what the run did (`judged`: frames the responder model
 /// judged at B).
 pub fn run_tally(data: &[u8]) -> Result<Tally, String> {
+    run_tally_with(data, &|c| c)
+}
+
+/// [`run_tally`] with both devices' [`DeviceConfig`] passed through
+/// `configure` first. With `metaroce-ref`'s feature `zoo` this selects a
+/// bug-zoo mutant (`|c| DeviceConfig { mutant: Some(m), ..c }`), which the
+/// judges must then catch (`conformance/tests/fuzz_differential_zoo.rs`);
+/// the `differential` target itself runs the unmutated transport.
+pub fn run_tally_with(
+    data: &[u8],
+    configure: &dyn Fn(DeviceConfig) -> DeviceConfig,
+) -> Result<Tally, String> {
     let mut inp = Input::new(data);
     let mode = [Mode::Strict, Mode::Lossy, Mode::Inject][inp.pick(3)];
-    let mut pair = Pair::new(&mut inp, true)?;
+    let mut pair = Pair::with_config(&mut inp, true, configure)?;
     pair.observe = true;
     pair.split_buffers = true;
     let mut j = Judges::new(&pair, mode);
@@ -203,6 +230,7 @@ impl Judges {
             resume: false,
             trace: std::env::var_os("METAROCE_FUZZ_TRACE").is_some(),
             recv_mask: BTreeMap::new(),
+            streak: BTreeMap::new(),
         }
     }
 
@@ -231,6 +259,7 @@ impl Judges {
                     let count = 1 + inp.pick(8);
                     self.deliver(pair, A, count, inp)?;
                 } else {
+                    self.streak.clear(); // B's frames may reach A
                     pair.deliver(B, 1 + inp.pick(8), inp);
                 }
             }
@@ -283,6 +312,7 @@ impl Judges {
         // The capture point is A's port: A's frames as A sends them, B's as
         // A receives them (so every timestamp is A's own time).
         for f in std::mem::take(&mut pair.sent[A]) {
+            self.count_send(pair, &f)?;
             self.observe(pair, &f, A)?;
         }
         pair.sent[B].clear();
@@ -353,6 +383,7 @@ impl Judges {
             if from == A {
                 self.at_b(pair, &frame)?;
             } else {
+                self.streak.clear();
                 self.observe(pair, &frame, B)?;
                 pair.hand(A, &frame);
             }
@@ -366,6 +397,7 @@ impl Judges {
         self.sync_states(pair);
         let before = counters(&pair.nodes[B].dev);
         let was_err = self.rsp.qp_state == QpState::Err;
+        let np_before = self.rx.np.clone();
         let (rx, received) = self.rx.receive(wire, pair.now);
         self.rx = rx;
         let verdict = received.verdict;
@@ -390,6 +422,7 @@ impl Judges {
             pair.links[B].push_back(f.clone());
         }
         let summary = || describe(wire);
+        self.notification_point(pair, &received, np_before, &sent, &summary)?;
         match verdict {
             Verdict::NotMetaRoce => same_counters(before, after, None, &summary)?,
             Verdict::Drop(d) => {
@@ -470,9 +503,87 @@ impl Judges {
                     }
                 }
             }
+            Verdict::Deliver(d) if d.qpn == pair.nodes[B].qpn(Kind::Mp) => {
+                // B's MP QP is not judged here (`reference_stateful` covers
+                // it); what an MP WRITE placed is taken as given, so the
+                // responder model of the RC QP sees the regions as they are.
+                self.resync_memory(pair);
+            }
             Verdict::Deliver(_) => {}
         }
         Ok(())
+    }
+
+    /// The responder model's region bytes become B's.
+    fn resync_memory(&mut self, pair: &Pair) {
+        let b = &pair.nodes[B];
+        let Some(regions) = self.rsp.memory.known_mut() else {
+            return;
+        };
+        for r in regions.iter_mut() {
+            if let Some(m) = b.mrs.iter().find(|m| m.info.rkey == r.rkey)
+                && let Ok(now) = b.dev.read_mr(m.info.lkey, m.info.addr, m.info.len)
+                && r.contents.known().is_some_and(|c| c.as_slice() != now)
+            {
+                r.contents = Knowledge::Known(now.to_vec());
+            }
+        }
+    }
+
+    /// The notification point (§6.17): B sends a CNP exactly when the
+    /// model's `NpDecision` is `Send` (and it fits the CNP the model
+    /// describes: DestQP the sender's QP, PSN 0, the QP's P_Key), none when
+    /// the frame is dropped, not CE-marked, excluded (ACKs, CNPs, MP QPs,
+    /// MR-CNP-6) or paced (MR-CNP-2, `cnp_interval` per destination QP).
+    /// CE-marked frames come from `Inject` events (one in eight). Not judged
+    /// for B's UD QP: the reference transport sends no CNP for UD (it has no
+    /// MAC for the source), so the model's UD decisions neither count nor
+    /// take a pacing slot.
+    fn notification_point(
+        &mut self,
+        pair: &Pair,
+        received: &Received<'_>,
+        np_before: NotificationPoint,
+        sent: &[Vec<u8>],
+        summary: &dyn Fn() -> String,
+    ) -> Result<(), String> {
+        let cnps: Vec<&Vec<u8>> = sent.iter().filter(|f| is_cnp(f)).collect();
+        let ud = pair.nodes[B].qpn(Kind::Ud);
+        if received.verdict.delivery().is_some_and(|d| d.qpn == ud) {
+            self.rx.np = np_before;
+            return Ok(());
+        }
+        match &received.np {
+            NpDecision::Send(spec) => {
+                let fits = |wire: &Vec<u8>| {
+                    Frame::parse(wire, &ParseOptions::default())
+                        .ok()
+                        .and_then(|f| Some(spec_allows(&spec.packet(), &f.roce?, f.udp?.src_port)))
+                        .unwrap_or(false)
+                };
+                match cnps.as_slice() {
+                    [one] if fits(one) => Ok(()),
+                    [one] => Err(format!(
+                        "MR-CNP-4: B's CNP for {} is {}, the model wants DestQP {:#x} P_Key {:#x}",
+                        summary(),
+                        describe(one),
+                        spec.dest_qp,
+                        spec.p_key
+                    )),
+                    _ => Err(format!(
+                        "MR-CNP-1: {} is CE-marked and due a CNP; B sent {} CNPs",
+                        summary(),
+                        cnps.len()
+                    )),
+                }
+            }
+            decision if !cnps.is_empty() => Err(format!(
+                "MR-CNP-1, MR-CNP-2: B sent {} CNP(s) for {}, the model's notification point says {decision:?}",
+                cnps.len(),
+                summary()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// After a SEND with Invalidate (MR-RSP-10) the region is invalid for
@@ -499,6 +610,43 @@ impl Judges {
                 }
             }
         }
+    }
+
+    /// The retry bound (MR-TMR-5, MR-TMR-6): while no frame from B reaches
+    /// A, A sends nothing again but on its local ACK timeout, each time one
+    /// retry from the oldest unacknowledged PSN, and after `retry_cnt`
+    /// retries it gives up (RETRY_EXC_ERR). So A sends no PSN to B's RC QP
+    /// more than `1 + retry_cnt` times between two frames from B reaching
+    /// it (a bound, not the count: a retry counter reset only by progress
+    /// may already be lower). RNR waits and NAK retries need a frame from
+    /// B, which starts the count anew; so do reconnections.
+    fn count_send(&mut self, pair: &Pair, wire: &[u8]) -> Result<(), String> {
+        let Ok(frame) = Frame::parse(wire, &ParseOptions::default()) else {
+            return Ok(());
+        };
+        let Some(p) = &frame.roce else {
+            return Ok(());
+        };
+        if p.bth.dest_qp != pair.nodes[B].qpn(Kind::Rc) || p.bth.opcode == Opcode::CNP {
+            return Ok(());
+        }
+        let psn = p.bth.psn.value();
+        let n = self.streak.entry(psn).or_insert(0);
+        *n += 1;
+        let max = 1 + u32::from(pair.rc_retry_cnt);
+        if *n > max {
+            return Err(format!(
+                "MR-TMR-5, MR-TMR-6: A sent {} {} times with no frame from B \
+                 reaching it in between; retry_cnt {} allows {max}",
+                describe(wire),
+                *n,
+                pair.rc_retry_cnt
+            ));
+        }
+        if self.streak.len() > 4096 {
+            self.streak.clear(); // bounded; forgetting only makes the check weaker
+        }
+        Ok(())
     }
 
     /// A frame at B's port, sent by node `sender`, to the conversation judge.
@@ -572,6 +720,7 @@ impl Judges {
                 }
             }
             Modified::Reconnected(Kind::Rc) => {
+                self.streak.clear();
                 if self.mode != Mode::Inject {
                     // The judge takes the new connection as a new capture:
                     // frames of the old one do not cross into it.

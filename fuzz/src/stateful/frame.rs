@@ -178,7 +178,15 @@ pub fn frame(inp: &mut Input<'_>, ep: &Endpoints, targets: &[Target]) -> Vec<u8>
         .unwrap_or(&fallback)
         .clone();
     if inp.pick(32) == 0 {
-        t.qpn = inp.u32() & 0xFF_FFFF;
+        // Any QPN, or (half the time) the target's with one bit of its top
+        // byte flipped: a QPN that shares the low 16 bits with a real one
+        // (a lookup must compare all 24 bits, MR-BTH-6).
+        let v = inp.u32();
+        t.qpn = if v & 0x0100_0000 != 0 {
+            t.qpn ^ (1 << (16 + ((v >> 25) & 7)))
+        } else {
+            v & 0xFF_FFFF
+        };
     }
     let op = opcode(inp, t.family);
     let response = matches!(op.0, 0x0D..=0x12) || matches!(op.0, 0xC5 | 0xC8 | 0xC9);

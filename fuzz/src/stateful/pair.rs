@@ -157,6 +157,8 @@ pub struct Pair {
     pub completed_ok: u64,
     /// Frames handed to a device so far.
     pub frames_handed: u64,
+    /// `retry_cnt` of the RC connection (both ends), as last connected.
+    pub rc_retry_cnt: u8,
 }
 
 /// The kinds of event, one input byte each.
@@ -194,10 +196,33 @@ impl Event {
 impl Pair {
     /// Two connected nodes; the input chooses PSNs, PMTU and timers.
     pub fn new(inp: &mut Input<'_>, with_mp: bool) -> Result<Self, String> {
+        Self::with_config(inp, with_mp, &|c| c)
+    }
+
+    /// [`Pair::new`], each node's [`DeviceConfig`] passed through
+    /// `configure` first (e.g. to select a bug-zoo mutant of the reference
+    /// transport, when `metaroce-ref`'s feature `zoo` is on).
+    pub fn with_config(
+        inp: &mut Input<'_>,
+        with_mp: bool,
+        configure: &dyn Fn(DeviceConfig) -> DeviceConfig,
+    ) -> Result<Self, String> {
         let pmtu = [256, 512, 1024, 2048, 4096][inp.pick(5)];
         let mut nodes = [
-            node([2, 0, 0, 0, 0, 0x0A], Ipv4Addr::new(10, 0, 0, 1), 1)?,
-            node([2, 0, 0, 0, 0, 0x0B], Ipv4Addr::new(10, 0, 0, 2), 2)?,
+            node(
+                configure(DeviceConfig::new(
+                    [2, 0, 0, 0, 0, 0x0A],
+                    Ipv4Addr::new(10, 0, 0, 1),
+                )),
+                1,
+            )?,
+            node(
+                configure(DeviceConfig::new(
+                    [2, 0, 0, 0, 0, 0x0B],
+                    Ipv4Addr::new(10, 0, 0, 2),
+                )),
+                2,
+            )?,
         ];
         let timing = Timing {
             pmtu,
@@ -224,6 +249,7 @@ impl Pair {
             split_buffers: false,
             completed_ok: 0,
             frames_handed: 0,
+            rc_retry_cnt: timing.retry_cnt,
         })
     }
 
@@ -611,6 +637,9 @@ impl Pair {
         };
         let psns = [inp.u32() & 0xFF_FFFF, inp.u32() & 0xFF_FFFF];
         connect(&mut self.nodes, kind, psns, &timing)?;
+        if kind == Kind::Rc {
+            self.rc_retry_cnt = timing.retry_cnt;
+        }
         Ok(Modified::Reconnected(kind))
     }
 
@@ -646,8 +675,9 @@ struct Timing {
     min_rnr_timer: u8,
 }
 
-fn node(mac: [u8; 6], ip: Ipv4Addr, seed: u8) -> Result<Node, String> {
-    let mut dev = Device::new(DeviceConfig::new(mac, ip), [seed; 32]);
+fn node(config: DeviceConfig, seed: u8) -> Result<Node, String> {
+    let (mac, ip) = (config.mac, config.ip);
+    let mut dev = Device::new(config, [seed; 32]);
     let pd = dev.alloc_pd();
     let cq = dev.create_cq();
     let mut qps = BTreeMap::new();
