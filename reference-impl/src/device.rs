@@ -498,9 +498,12 @@ impl Device {
             return;
         }
         let Some(qp) = self.qps.get(&qpn) else { return };
-        let (target, mac) = match (qp.cfg.qp_type, qp.cfg.av) {
-            (QpType::Rc, Some(av)) => (qp.cfg.dest_qpn, av.dest_mac),
-            _ => return, // UD: no MAC for the source here; not generated
+        // MR-CNP-4: to the QP that sent the marked packet — the connected
+        // QP for RC, the DETH source QP (at the frame's source MAC) for UD.
+        let (target, mac) = match (qp.cfg.qp_type, qp.cfg.av, pkt.ext.deth) {
+            (QpType::Rc, Some(av), _) => (qp.cfg.dest_qpn, av.dest_mac),
+            (QpType::Ud, _, Some(deth)) => (deth.src_qp, pkt.src_mac),
+            _ => return,
         };
         let last = self.cnp_last.get(&target).copied();
         // zoo: cnp-not-paced

@@ -15,6 +15,8 @@ pub(crate) struct RxPacket<'a> {
     pub payload: &'a [u8],
     pub src_ip: Ipv4Addr,
     pub dst_ip: Ipv4Addr,
+    /// The Ethernet source: where a CNP for a UD packet goes (MR-CNP-4).
+    pub src_mac: [u8; 6],
     pub ecn: u8,
     /// UDP source port (the entropy value of an MP packet).
     pub udp_src_port: u16,
@@ -72,6 +74,7 @@ fn pad_too_large<'a>(bytes: &'a [u8], at: usize, options: &ParseOptions) -> Deco
             payload: &[],
             src_ip: p.src_ip,
             dst_ip: p.dst_ip,
+            src_mac: p.src_mac,
             ecn: p.ecn,
             udp_src_port: p.udp_src_port,
             trimmed: p.trimmed,
@@ -121,6 +124,7 @@ fn checked<'a>(frame: Frame<'a>, bytes: &'a [u8]) -> Decoded<'a> {
         payload: roce.payload,
         src_ip: v4.src,
         dst_ip: v4.dst,
+        src_mac: frame.ethernet.src,
         ecn: v4.ecn(),
         udp_src_port: udp.src_port,
         trimmed: false,

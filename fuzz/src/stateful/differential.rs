@@ -33,8 +33,7 @@
 //!
 //! 4. **Notification point** (every frame reaching B): the model's
 //!    `NpDecision` (§6.17) wants exactly one CNP from B when it is `Send`,
-//!    none otherwise (MR-CNP-1, MR-CNP-2, MR-CNP-4); B's UD QP is not judged
-//!    (the reference sends no CNP for UD).
+//!    none otherwise (MR-CNP-1, MR-CNP-2, MR-CNP-4), on B's RC and UD QPs.
 //!
 //! And one bound on A: the **retry bound** (MR-TMR-5, MR-TMR-6, in every
 //! mode): A sends no PSN to B's RC QP more than `1 + retry_cnt` times
@@ -52,7 +51,7 @@ use metaroce_codec::{Frame, IcrcStatus, IpRepr, Opcode, ParseOptions, Psn, icrc}
 use metaroce_ref::{Access, DeviceConfig, QpState as RefState, WorkCompletion};
 use metaroce_spec::Severity;
 use metaroce_spec::judge::{ConversationConfig, ConversationJudge, MAX_PENDING, PacketMeta};
-use metaroce_spec::model::congestion::{NotificationPoint, NpDecision};
+use metaroce_spec::model::congestion::NpDecision;
 use metaroce_spec::model::mp::spec_allows;
 use metaroce_spec::model::qp::{QpState, QpType};
 use metaroce_spec::model::receiver::{
@@ -397,7 +396,6 @@ impl Judges {
         self.sync_states(pair);
         let before = counters(&pair.nodes[B].dev);
         let was_err = self.rsp.qp_state == QpState::Err;
-        let np_before = self.rx.np.clone();
         let (rx, received) = self.rx.receive(wire, pair.now);
         self.rx = rx;
         let verdict = received.verdict;
@@ -422,7 +420,7 @@ impl Judges {
             pair.links[B].push_back(f.clone());
         }
         let summary = || describe(wire);
-        self.notification_point(pair, &received, np_before, &sent, &summary)?;
+        self.notification_point(&received, &sent, &summary)?;
         match verdict {
             Verdict::NotMetaRoce => same_counters(before, after, None, &summary)?,
             Verdict::Drop(d) => {
@@ -535,24 +533,15 @@ impl Judges {
     /// describes: DestQP the sender's QP, PSN 0, the QP's P_Key), none when
     /// the frame is dropped, not CE-marked, excluded (ACKs, CNPs, MP QPs,
     /// MR-CNP-6) or paced (MR-CNP-2, `cnp_interval` per destination QP).
-    /// CE-marked frames come from `Inject` events (one in eight). Not judged
-    /// for B's UD QP: the reference transport sends no CNP for UD (it has no
-    /// MAC for the source), so the model's UD decisions neither count nor
-    /// take a pacing slot.
+    /// CE-marked frames come from `Inject` events (one in eight), on B's RC
+    /// and UD QPs alike (a UD CNP goes to the DETH source QP).
     fn notification_point(
         &mut self,
-        pair: &Pair,
         received: &Received<'_>,
-        np_before: NotificationPoint,
         sent: &[Vec<u8>],
         summary: &dyn Fn() -> String,
     ) -> Result<(), String> {
         let cnps: Vec<&Vec<u8>> = sent.iter().filter(|f| is_cnp(f)).collect();
-        let ud = pair.nodes[B].qpn(Kind::Ud);
-        if received.verdict.delivery().is_some_and(|d| d.qpn == ud) {
-            self.rx.np = np_before;
-            return Ok(());
-        }
         match &received.np {
             NpDecision::Send(spec) => {
                 let fits = |wire: &Vec<u8>| {
