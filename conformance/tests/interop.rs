@@ -100,16 +100,35 @@ fn a_mutant_fails_its_direction_only() {
         ..config(&a, &b)
     };
     let m = run(&cfg, &mut |_| {}).unwrap();
-    let cell = |op, d| m.cells.iter().find(|c| c.op == op && c.direction == d).unwrap();
-    assert_eq!(cell(Op::Send, Direction::AtoB).verdict, Verdict::Pass, "{}", m.text());
+    let cell = |op, d| {
+        m.cells
+            .iter()
+            .find(|c| c.op == op && c.direction == d)
+            .unwrap()
+    };
+    assert_eq!(
+        cell(Op::Send, Direction::AtoB).verdict,
+        Verdict::Pass,
+        "{}",
+        m.text()
+    );
     let bad = cell(Op::Send, Direction::BtoA);
     assert_eq!(bad.verdict, Verdict::Fail, "{}", m.text());
     let reason = bad.reason.as_deref().unwrap();
     assert!(reason.contains("byte_len 4 (expected 1)"), "{reason}");
-    assert_eq!(cell(Op::Write, Direction::BtoA).verdict, Verdict::Fail, "{}", m.text());
+    assert_eq!(
+        cell(Op::Write, Direction::BtoA).verdict,
+        Verdict::Fail,
+        "{}",
+        m.text()
+    );
     assert_eq!(m.exit_code(), 1);
     // The matrix renders the failure with its reason.
-    assert!(m.markdown().contains("| SEND | PASS | FAIL |"), "{}", m.markdown());
+    assert!(
+        m.markdown().contains("| SEND | PASS | FAIL |"),
+        "{}",
+        m.markdown()
+    );
     assert_eq!(m.json()["cells"][1]["verdict"], "FAIL");
 }
 
@@ -127,7 +146,9 @@ fn unreachable_and_bad_input_are_reported() {
     assert!(matches!(run(&cfg, &mut |_| {}), Err(StartError::BadInput(e)) if e.contains("--pmtu")));
     let mut cfg = config(&a, &b);
     cfg.sizes = Some(vec![1 << 21]);
-    assert!(matches!(run(&cfg, &mut |_| {}), Err(StartError::BadInput(e)) if e.contains("--sizes")));
+    assert!(
+        matches!(run(&cfg, &mut |_| {}), Err(StartError::BadInput(e)) if e.contains("--sizes"))
+    );
 }
 
 /// A fake agent answering every request with `reply(id)`.
@@ -154,12 +175,28 @@ fn fake(reply: fn(u64) -> String) -> String {
 fn broken_agents_are_errors_not_panics() {
     let (a, _b) = pair(None);
     for (reply, expect) in [
-        ((|_| "not json".to_string()) as fn(u64) -> String, "not JSON"),
-        (|id| format!("{{\"id\":{id},\"ok\":true}}"), "`implementation` is not an object"),
-        (|id| format!("{{\"id\":{},\"ok\":true}}", id + 1), "carries id"),
-        (|id| format!("{{\"id\":{id},\"ok\":\"yes\"}}"), "no boolean `ok`"),
         (
-            |id| format!("{{\"id\":{id},\"ok\":false,\"error\":{{\"code\":\"internal\",\"message\":\"x\"}}}}"),
+            (|_| "not json".to_string()) as fn(u64) -> String,
+            "not JSON",
+        ),
+        (
+            |id| format!("{{\"id\":{id},\"ok\":true}}"),
+            "`implementation` is not an object",
+        ),
+        (
+            |id| format!("{{\"id\":{},\"ok\":true}}", id + 1),
+            "carries id",
+        ),
+        (
+            |id| format!("{{\"id\":{id},\"ok\":\"yes\"}}"),
+            "no boolean `ok`",
+        ),
+        (
+            |id| {
+                format!(
+                    "{{\"id\":{id},\"ok\":false,\"error\":{{\"code\":\"internal\",\"message\":\"x\"}}}}"
+                )
+            },
             "refused: internal",
         ),
     ] {

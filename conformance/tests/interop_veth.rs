@@ -85,7 +85,13 @@ fn interop(bed: &Bed, ns: &str, extra: &[&str], tag: &str) -> (i32, serde_json::
     let json = bed.dir.join(format!("{tag}.json"));
     let out = bed.dir.join(format!("{tag}.out"));
     let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_metaroce"), "interop"])
+        .args([
+            "netns",
+            "exec",
+            ns,
+            env!("CARGO_BIN_EXE_metaroce"),
+            "interop",
+        ])
         .args(["--a", "192.168.232.1:7471", "--b", "192.168.232.2:7471"])
         .args(extra)
         .arg("--json")
@@ -145,8 +151,20 @@ fn two_reference_agents_pass_every_cell_over_veth() {
             "netns", &nb,
         ])?;
         for (ns, data, ctl, addr, mac) in [
-            (&na, "data0", "ctl0", "192.168.232.1/30", "02:32:00:00:00:01"),
-            (&nb, "data1", "ctl1", "192.168.232.2/30", "02:32:00:00:00:02"),
+            (
+                &na,
+                "data0",
+                "ctl0",
+                "192.168.232.1/30",
+                "02:32:00:00:00:01",
+            ),
+            (
+                &nb,
+                "data1",
+                "ctl1",
+                "192.168.232.2/30",
+                "02:32:00:00:00:02",
+            ),
         ] {
             for key in ["all", "default"] {
                 let _ = sh(&[
@@ -206,10 +224,7 @@ fn two_reference_agents_pass_every_cell_over_veth() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    for (tag, extra) in [
-        ("base", &[][..]),
-        ("mp", &["--mp", "--pmtu", "4096"][..]),
-    ] {
+    for (tag, extra) in [("base", &[][..]), ("mp", &["--mp", "--pmtu", "4096"][..])] {
         let (code, report, text) = interop(&bed, &na, extra, tag);
         println!("{tag}:\n{text}");
         let logs: String = ["data0", "data1"]

@@ -389,7 +389,9 @@ fn reference_interop_capture_holds_every_operation_both_ways() {
         seen.dedup();
         assert_eq!(
             seen,
-            vec![0, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20],
+            vec![
+                0, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20
+            ],
             "{src:?}"
         );
     }

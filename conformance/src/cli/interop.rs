@@ -92,7 +92,9 @@ pub fn run_cmd(args: &InteropArgs) -> u8 {
             c.verdict.name(),
             c.op.label(),
             c.direction.label(),
-            c.reason.as_deref().map_or(String::new(), |r| format!(": {r}"))
+            c.reason
+                .as_deref()
+                .map_or(String::new(), |r| format!(": {r}"))
         );
     };
     let matrix = match run(&cfg, &mut progress) {

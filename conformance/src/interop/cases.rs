@@ -208,7 +208,11 @@ impl Pair<'_> {
         }
         self.req.call(wr, "post_send")?;
         let byte_len = (op == Op::Read).then_some(n);
-        let req_rule = if op == Op::Read { "MR-READ-7" } else { "MR-REQ-3" };
+        let req_rule = if op == Op::Read {
+            "MR-READ-7"
+        } else {
+            "MR-REQ-3"
+        };
         self.requester_completion(op, salt, byte_len, req_rule)?;
         if recv {
             let got = self.resp.poll(ts.cq, 1, self.wait_ms)?;
@@ -218,8 +222,16 @@ impl Pair<'_> {
                 "recv"
             };
             let want_imm = (op != Op::Send).then_some(imm);
-            check_one(&got, "responder", recv_id, want_op, ts.qpn, Some(n), Some(want_imm))
-                .map_err(|e| fail(format!("{e} (MR-RSP-12)")))?;
+            check_one(
+                &got,
+                "responder",
+                recv_id,
+                want_op,
+                ts.qpn,
+                Some(n),
+                Some(want_imm),
+            )
+            .map_err(|e| fail(format!("{e} (MR-RSP-12)")))?;
         } else {
             self.no_completion(true)?;
         }
@@ -348,7 +360,12 @@ fn check_one(
     let c = match got {
         [] => return Err(format!("no {who} completion in time")),
         [c] => c,
-        more => return Err(format!("{} {who} completions, expected one: {more:?}", more.len())),
+        more => {
+            return Err(format!(
+                "{} {who} completions, expected one: {more:?}",
+                more.len()
+            ));
+        }
     };
     let mut bad = Vec::new();
     if c.status != 0 {

@@ -56,6 +56,9 @@ mod tests {
             first_difference(b"abd", b"abc").unwrap(),
             "byte 2 is 0x64, expected 0x63 (1 bytes differ)"
         );
-        assert_eq!(first_difference(b"ab", b"abc").unwrap(), "2 bytes, expected 3");
+        assert_eq!(
+            first_difference(b"ab", b"abc").unwrap(),
+            "2 bytes, expected 3"
+        );
     }
 }

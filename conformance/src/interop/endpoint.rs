@@ -102,7 +102,10 @@ impl Endpoint {
             ops: Vec::new(),
         };
         let hello = ep
-            .call(json!({"op": "hello", "v": 1, "client": "metaroce interop"}), "hello")
+            .call(
+                json!({"op": "hello", "v": 1, "client": "metaroce interop"}),
+                "hello",
+            )
             .map_err(|e| e.to_string())?;
         let obj = |k: &str| -> Result<Map<String, Value>, String> {
             hello
@@ -144,7 +147,12 @@ impl Endpoint {
         ep.ops = hello
             .get("ops")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
             .unwrap_or_default();
         Ok(ep)
     }
@@ -223,7 +231,10 @@ impl Endpoint {
         let r = self.call(req, "reg_mr")?;
         let key = |k: &str| -> Result<u32, CallError> {
             u32::try_from(self.field(&r, k, "reg_mr")?).map_err(|_| {
-                CallError::Broken(format!("agent {}: reg_mr: `{k}` exceeds 32 bits", self.name))
+                CallError::Broken(format!(
+                    "agent {}: reg_mr: `{k}` exceeds 32 bits",
+                    self.name
+                ))
             })
         };
         let mr = Mr {
@@ -300,7 +311,12 @@ impl Endpoint {
 
     /// Polls `cq` until `count` completions have come or `wait_ms` has passed
     /// (each poll waits at most the agent's `max_wait_ms`).
-    pub fn poll(&mut self, cq: u64, count: usize, wait_ms: u64) -> Result<Vec<Completion>, CallError> {
+    pub fn poll(
+        &mut self,
+        cq: u64,
+        count: usize,
+        wait_ms: u64,
+    ) -> Result<Vec<Completion>, CallError> {
         let start = std::time::Instant::now();
         let step = self.number("max_wait_ms").unwrap_or(1000).clamp(1, 10_000);
         let mut out = Vec::new();
@@ -315,9 +331,15 @@ impl Endpoint {
                 json!({"op": "poll_cq", "cq": cq, "max": 16, "wait_ms": wait}),
                 "poll_cq",
             )?;
-            let list = r.get("completions").and_then(Value::as_array).ok_or_else(|| {
-                CallError::Broken(format!("agent {}: poll_cq: no `completions` array", self.name))
-            })?;
+            let list = r
+                .get("completions")
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    CallError::Broken(format!(
+                        "agent {}: poll_cq: no `completions` array",
+                        self.name
+                    ))
+                })?;
             for c in list {
                 out.push(self.completion(c)?);
             }

@@ -157,7 +157,11 @@ impl Matrix {
             if self.mp { ", MP QPs" } else { "" },
             self.sizes,
             self.seed,
-            if self.canaries { "checked" } else { "not offered" }
+            if self.canaries {
+                "checked"
+            } else {
+                "not offered"
+            }
         )
     }
 
@@ -260,6 +264,8 @@ pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    chrono::DateTime::from_timestamp(i64::try_from(secs).unwrap_or(0), 0)
-        .map_or_else(|| "?".into(), |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+    chrono::DateTime::from_timestamp(i64::try_from(secs).unwrap_or(0), 0).map_or_else(
+        || "?".into(),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
 }

@@ -181,7 +181,11 @@ impl State {
             && !(a.has(key) && b.has(key))
         {
             cell.verdict = Verdict::Unsupported;
-            cell.reason = Some(format!("profile `{key}`: A {}, B {}", a.has(key), b.has(key)));
+            cell.reason = Some(format!(
+                "profile `{key}`: A {}, B {}",
+                a.has(key),
+                b.has(key)
+            ));
             return cell;
         }
         let result = self.cases(a, b, cfg, op, direction, sizes, &mut cell.cases);
@@ -234,7 +238,10 @@ impl State {
         };
         let sizes: &[u64] = if op.is_atomic() { &[8] } else { sizes };
         for (i, &n) in sizes.iter().enumerate() {
-            let salt = ((op as u64) << 40) | ((direction as u64) << 36) | (self.generation << 24) | i as u64;
+            let salt = ((op as u64) << 40)
+                | ((direction as u64) << 36)
+                | (self.generation << 24)
+                | i as u64;
             *count += 1;
             pair.run(op, n, salt).map_err(|o| match o {
                 Outcome::Fail(r) if !op.is_atomic() => Outcome::Fail(format!("{n} bytes: {r}")),

@@ -87,9 +87,15 @@ fn objects(ep: &mut Endpoint, p: &Params) -> Result<Side, CallError> {
         "create_qp",
     )?;
     let qpn = ep.field(&r, "qpn", "create_qp")?;
-    let qpn = u32::try_from(qpn).ok().filter(|q| *q < 1 << 24).ok_or_else(|| {
-        CallError::Broken(format!("agent {}: create_qp: QPN {qpn} exceeds 24 bits", ep.name))
-    })?;
+    let qpn = u32::try_from(qpn)
+        .ok()
+        .filter(|q| *q < 1 << 24)
+        .ok_or_else(|| {
+            CallError::Broken(format!(
+                "agent {}: create_qp: QPN {qpn} exceeds 24 bits",
+                ep.name
+            ))
+        })?;
     Ok(Side {
         cq,
         qpn,
