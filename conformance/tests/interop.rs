@@ -199,6 +199,14 @@ fn broken_agents_are_errors_not_panics() {
             },
             "refused: internal",
         ),
+        (
+            |id| {
+                format!(
+                    "{{\"id\":{id},\"ok\":true,\"implementation\":{{\"name\":\"fake\"}},\"profile\":{{\"max_pmtu\":0}},\"limits\":{{}},\"addresses\":{{\"mac\":\"02:00:00:00:00:09\",\"ipv4\":\"10.0.0.9\"}}}}"
+                )
+            },
+            "leaves no path MTU",
+        ),
     ] {
         let mut cfg = config(&a, &a);
         cfg.b = fake(reply);
@@ -207,4 +215,41 @@ fn broken_agents_are_errors_not_panics() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+#[test]
+fn the_command_exits_0_on_pass_and_4_when_unreachable() {
+    let bin = env!("CARGO_BIN_EXE_metaroce");
+    let out = std::process::Command::new(bin)
+        .args(["interop", "--a", "127.0.0.1:1", "--b", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("agent A"));
+    let (a, b) = pair(None);
+    let dir = std::env::temp_dir().join(format!("mr-interop-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, md) = (dir.join("m.json"), dir.join("m.md"));
+    let out = std::process::Command::new(bin)
+        .args(["interop", "--a", &a.local_addr().to_string()])
+        .args(["--b", &b.local_addr().to_string(), "--sizes", "0,7,3000"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("16/16 cells PASS"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["sizes"], serde_json::json!([0, 7, 3000]));
+    assert_eq!(report["exit"], 0);
+    assert!(
+        std::fs::read_to_string(&md)
+            .unwrap()
+            .contains("| RDMA READ | PASS | PASS |")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

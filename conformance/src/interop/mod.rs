@@ -89,7 +89,19 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&Cell)) -> Result<Matrix, Star
             )));
         }
         Some(p) => p,
-        None => top.min(1024) as u32,
+        None => match [1024u32, 512, 256]
+            .into_iter()
+            .find(|p| u64::from(*p) <= top)
+        {
+            Some(p) => p,
+            None => {
+                return Err(StartError::BadInput(format!(
+                    "the agents' max_pmtu (A {}, B {}) leaves no path MTU of at least 256",
+                    max_pmtu(&a),
+                    max_pmtu(&b)
+                )));
+            }
+        },
     };
     let sizes = cfg.sizes.clone().unwrap_or_else(|| {
         let p = u64::from(pmtu);
