@@ -396,3 +396,27 @@ fn reference_interop_capture_holds_every_operation_both_ways() {
         );
     }
 }
+
+#[test]
+fn reference_interop_long_write_rxe_departs_from_mr_pkt_7() {
+    // `metaroce interop --ops rdma_write --sizes 70000` between the
+    // reference (10.77.0.2) and rxe (10.77.0.1): one 69-packet WRITE each
+    // way, both PASS. The reference sets AckReq every 16 packets; rxe sends
+    // 65 packets without AckReq and sets it on the 66th (PSN 155112) and on
+    // the Last: the judge reports MR-PKT-7 (SHOULD: AckReq at least once in
+    // every 64 packets) at the 64th packet without it (frame 138, PSN
+    // 155110). Nothing else, per packet or per conversation.
+    let f = frames("ref_rxe_write_long.pcap");
+    assert_eq!(f.len(), 145);
+    let found = all_findings(
+        &f,
+        ConversationConfig {
+            pmtu: Some(1024),
+            ..ConversationConfig::default()
+        },
+    );
+    let (serious, info) = verdict(&found);
+    assert_eq!(serious, vec![("MR-PKT-7", 138)], "{found:#?}");
+    assert_eq!(info, 0);
+    assert_eq!(found[0].finding.severity, Severity::Should);
+}
