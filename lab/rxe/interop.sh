@@ -19,6 +19,8 @@
 # Knobs (environment): PMTU (1024), SIZES (metaroce interop's default:
 #   0,1,PMTU-1,PMTU+1,65536), OPS (all), PINGPONG=0 (skip part 1),
 #   SIZE (4096) / ITERS (20) of the pingpong, TMO (guest lifetime, 300 s),
+#   LOSS (percent of the guest's egress frames netem drops in part 2; the
+#   capture is then judged --lossy),
 #   BUILD=0 (use the binaries already in target/release).
 #
 # One command: installs libibverbs-dev (the verbs agent's build dependency)
@@ -124,7 +126,7 @@ fi
 step "part 2: guest with metaroce-agent-verbs on rxe0 (MTU $LINK_MTU)"
 rm -f "$W/share/agent."* "$OUT/rxe_interop.pcap"
 cp "$H/agent_srv.sh" "$W/share/"
-printf 'MYIP=%s\nPORT=%s\nTMO=%s\nAGENT=%s\nLINK_MTU=%s\n' "$VMIP" "$PORT" "$TMO" "$AGENT" "$LINK_MTU" > "$W/share/agent.env"
+printf 'MYIP=%s\nPORT=%s\nTMO=%s\nAGENT=%s\nLINK_MTU=%s\nLOSS=%s\n' "$VMIP" "$PORT" "$TMO" "$AGENT" "$LINK_MTU" "${LOSS:-}" > "$W/share/agent.env"
 boot agent_srv.sh "$OUT/rxe_interop.pcap" "$OUT/agent_guest.log"
 ip netns exec "$NS" timeout $((TMO + 60)) "$BIN" serve --iface $TAP --ip $HIP --mac $HMAC \
   --listen 127.0.0.1:$REFPORT > "$OUT/reference_agent.log" 2>&1 &
@@ -168,8 +170,9 @@ cat "$OUT/versions.txt"
 
 for cap in rxe_pingpong rxe_interop; do
   [ -s "$OUT/$cap.pcap" ] || continue
-  timeout 300 "$METAROCE" check --pmtu "$PMTU" "$OUT/$cap.pcap" > "$OUT/$cap.check.txt" 2>&1
-  echo "== metaroce check --pmtu $PMTU $cap.pcap: exit $? ($(stat -c %s "$OUT/$cap.pcap") bytes); tail:"
+  LOSSY=; [ $cap = rxe_interop ] && [ -n "${LOSS:-}" ] && LOSSY=--lossy
+  timeout 300 "$METAROCE" check --pmtu "$PMTU" $LOSSY "$OUT/$cap.pcap" > "$OUT/$cap.check.txt" 2>&1
+  echo "== metaroce check --pmtu $PMTU $LOSSY $cap.pcap: exit $? ($(stat -c %s "$OUT/$cap.pcap") bytes); tail:"
   tail -n 8 "$OUT/$cap.check.txt"
 done
 
