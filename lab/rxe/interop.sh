@@ -32,7 +32,7 @@
 #
 # Exit status: 0 when the pingpong passes and every interop cell is PASS;
 # 1 a FAIL; 2 an ERROR of metaroce interop; 3 a lab failure (build, guest,
-# agent did not come up).
+# agent did not come up, an agent unreachable, the run timed out).
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 WORKDIR [OUTDIR]" >&2; exit 3; }
 [ "$(id -u)" -eq 0 ] || { echo "$0: needs root (apt-get, netns, TAP)" >&2; exit 3; }
@@ -176,7 +176,9 @@ for cap in rxe_pingpong rxe_interop; do
   tail -n 8 "$OUT/$cap.check.txt"
 done
 
-RC=$IRC
+# metaroce interop: 0 PASS, 1 FAIL, 2 ERROR; 4 (agent unreachable, bad
+# arguments) and 124 (timeout) are failures of the lab.
+case $IRC in 0|1|2) RC=$IRC ;; *) RC=3 ;; esac
 [ "$PP" = FAIL ] && [ $RC = 0 ] && RC=1
 step "done: pingpong $PP, interop exit $IRC; exit $RC; outputs in $OUT"
 exit $RC
