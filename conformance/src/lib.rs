@@ -13,6 +13,7 @@ pub mod cli;
 pub mod decode;
 pub mod exit;
 pub mod fuzz;
+pub mod interop;
 pub mod report;
 pub mod run;
 pub mod trace;

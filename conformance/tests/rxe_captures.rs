@@ -121,6 +121,7 @@ fn clean_conversations_conform() {
         "send_bw_clean.pcap",
         "atomic_cas_clean.pcap",
         "atomic_faa_clean.pcap",
+        "ref_rxe_interop.pcap",
     ] {
         let found = judge(&frames(name), false);
         assert!(found.is_empty(), "{name}: {found:#?}");
@@ -334,6 +335,7 @@ fn clean_captures_check_clean_per_packet_and_per_conversation() {
         ("send_bw_clean.pcap", false),
         ("atomic_cas_clean.pcap", false),
         ("atomic_faa_clean.pcap", false),
+        ("ref_rxe_interop.pcap", false),
         ("write_bw_loss10.pcap", true),
         ("send_bw_loss10.pcap", true),
         ("read_bw_loss10.pcap", true),
@@ -367,4 +369,54 @@ fn clean_captures_check_clean_per_packet_and_per_conversation() {
             "{name}: {found:#?}"
         );
     }
+}
+
+#[test]
+fn reference_interop_capture_holds_every_operation_both_ways() {
+    // `metaroce interop` between the reference transport (10.77.0.2) and
+    // rxe (10.77.0.1): each side sent SEND (0, 2, 3), SEND with immediate
+    // (4, 5), WRITE (6, 8, 10), WRITE with immediate (9, 11), READ requests
+    // (12) and responses (13, 15, 16), CmpSwap (19), FetchAdd (20), ACKs
+    // (17) and Atomic ACKs (18), and the capture is clean (asserted above).
+    let f = frames("ref_rxe_interop.pcap");
+    for src in [[10, 77, 0, 1], [10, 77, 0, 2]] {
+        let mut seen: Vec<u8> = f
+            .iter()
+            .filter(|(_, _, _, d)| d.len() > BTH && d[26..30] == src)
+            .map(|(_, _, _, d)| d[BTH])
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(
+            seen,
+            vec![
+                0, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20
+            ],
+            "{src:?}"
+        );
+    }
+}
+
+#[test]
+fn reference_interop_long_write_rxe_departs_from_mr_pkt_7() {
+    // `metaroce interop --ops rdma_write --sizes 70000` between the
+    // reference (10.77.0.2) and rxe (10.77.0.1): one 69-packet WRITE each
+    // way, both PASS. The reference sets AckReq every 16 packets; rxe sends
+    // 65 packets without AckReq and sets it on the 66th (PSN 155112) and on
+    // the Last: the judge reports MR-PKT-7 (SHOULD: AckReq at least once in
+    // every 64 packets) at the 64th packet without it (frame 138, PSN
+    // 155110). Nothing else, per packet or per conversation.
+    let f = frames("ref_rxe_write_long.pcap");
+    assert_eq!(f.len(), 145);
+    let found = all_findings(
+        &f,
+        ConversationConfig {
+            pmtu: Some(1024),
+            ..ConversationConfig::default()
+        },
+    );
+    let (serious, info) = verdict(&found);
+    assert_eq!(serious, vec![("MR-PKT-7", 138)], "{found:#?}");
+    assert_eq!(info, 0);
+    assert_eq!(found[0].finding.severity, Severity::Should);
 }

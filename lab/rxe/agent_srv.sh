@@ -1,7 +1,8 @@
 # agent_srv.sh -- runs INSIDE the rxe guest that certify.sh boots (the guest
 # sees it as /tmp/share/agent_srv.sh). Not meant to be run on the host.
 #
-# Reads /tmp/share/agent.env (MYIP, PORT, TMO, AGENT, LINK_MTU), sets the MTU
+# Reads /tmp/share/agent.env (MYIP, PORT, TMO, AGENT, LINK_MTU, optional
+# LOSS), sets the MTU
 # (9000 gives rxe an active MTU of 4096) and MYIP/24 on eth0,
 # adds rxe0 on it, starts metaroce-agent-verbs on MYIP:PORT (the host built it
 # against libibverbs; the guest runs it from the host's root over 9p), and
@@ -14,6 +15,12 @@ ip link set eth0 mtu "${LINK_MTU:-1500}"
 ip link set eth0 up
 ip addr add "$MYIP/24" dev eth0
 rdma link add rxe0 type rxe netdev eth0
+# Optional loss on the guest's egress (interop.sh LOSS=N): netem drops N % of
+# the frames eth0 sends, before they reach the link (and the capture).
+if [ -n "${LOSS:-}" ]; then
+  tc qdisc add dev eth0 root netem loss "${LOSS}%"
+  g "netem: $(tc qdisc show dev eth0)"
+fi
 sleep 1
 g "uname -r: $(uname -r)"
 g "versions: $(dpkg-query -W -f='${Package}=${Version} ' rdma-core libibverbs1 ibverbs-providers 2>/dev/null)"

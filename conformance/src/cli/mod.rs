@@ -3,6 +3,7 @@
 mod check;
 mod decode;
 pub mod fuzz;
+pub mod interop;
 pub mod run;
 mod spec;
 mod vectors;
@@ -35,6 +36,8 @@ pub enum Command {
     Zoo(zoo::ZooArgs),
     /// Fuzz a live IUT with oracles (liveness, memory, completions); `fuzz export` turns a finding into a vector.
     Fuzz(Box<fuzz::FuzzArgs>),
+    /// Two implementations, each behind an agent: every RC operation in both directions, data checked.
+    Interop(Box<interop::InteropArgs>),
     /// Questions about the specification (SPEC.md).
     #[command(subcommand)]
     Spec(spec::SpecCommand),
@@ -63,6 +66,7 @@ pub fn run() -> u8 {
         Command::Vectors(command) => vectors::run(&command),
         Command::Zoo(args) => zoo::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
+        Command::Interop(args) => interop::run_cmd(&args),
     }
 }
 
