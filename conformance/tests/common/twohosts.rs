@@ -47,39 +47,10 @@ impl Drop for TwoHosts {
     }
 }
 
-/// Prints `SKIP: <what>: <why>`; panics under CI=true.
-pub fn skip(what: &str, why: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{what} cannot run under CI=true: {why}");
-    }
-    println!("SKIP: {what}: {why}");
-}
-
-/// Runs a command; its stderr in the error.
-pub fn sh(cmd: &[&str]) -> Result<(), String> {
-    let out = Command::new(cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{cmd:?}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-            .unwrap_or(false)
-    })
-}
+// The SKIP/CI rule and `run` are the reference transport's veth tests' own.
+#[path = "../../../reference-impl/tests/netns/mod.rs"]
+mod netns;
+pub use netns::{run as sh, skip};
 
 /// The `metaroce-ref` binary beside `metaroce`.
 pub fn agent_binary() -> Option<PathBuf> {
@@ -105,8 +76,7 @@ impl TwoHosts {
             );
             return None;
         }
-        if sh(&["ip", "netns", "list"]).is_err() || !is_root() {
-            skip(what, "needs root and iproute2");
+        if !netns::can_run(what) {
             return None;
         }
         let hosts = TwoHosts {
