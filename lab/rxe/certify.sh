@@ -44,6 +44,7 @@ HIP=10.77.0.2; HMAC=02:00:00:00:00:02; PORT=7471
 # so the PMTU 4096 vectors run.
 LINK_MTU=9000
 T0=$(date +%s)
+. "$H/lib.sh"
 step() { printf '== %s (%ds)\n' "$*" "$(( $(date +%s) - T0 ))"; }
 
 step "packages and guest (mkvm.sh)"
@@ -93,18 +94,7 @@ ip netns exec "$NS" timeout $((TMO + 120)) "$H/vm.sh" "$W" agent_srv.sh \
 VM=$!
 
 step "waiting for the agent on $VMIP:$PORT"
-up=0
-for _ in $(seq 1 180); do
-  if ip netns exec "$NS" timeout 2 bash -c "exec 3<>/dev/tcp/$VMIP/$PORT" 2>/dev/null; then up=1; break; fi
-  kill -0 "$VM" 2>/dev/null || break
-  sleep 1
-done
-if [ $up = 0 ]; then
-  echo "$0: the agent did not come up; guest log:" >&2
-  tr -d '\r' < "$OUT/guest.log" | tail -n 30 >&2
-  cat "$W/share/agent.log" >&2 2>/dev/null
-  exit 3
-fi
+wait_for_agent "$NS" "$VM" $VMIP $PORT "$OUT/guest.log" "$W/share" || exit 3
 
 step "agent smoke test (bad requests on the real device)"
 ip netns exec "$NS" timeout 60 python3 "$H/agent_smoke.py" $VMIP:$PORT > "$OUT/agent_smoke.txt" 2>&1

@@ -45,6 +45,7 @@ VMIP=10.77.0.1; TAPIP=10.77.0.100; VMMAC=52:54:00:00:00:0a
 HIP=10.77.0.2; HMAC=02:00:00:00:00:02; PORT=7471; REFPORT=7472
 LINK_MTU=9000
 T0=$(date +%s)
+. "$H/lib.sh"
 step() { printf '== %s (%ds)\n' "$*" "$(( $(date +%s) - T0 ))"; }
 
 step "packages and guest (mkvm.sh)"
@@ -131,18 +132,7 @@ boot agent_srv.sh "$OUT/rxe_interop.pcap" "$OUT/agent_guest.log"
 ip netns exec "$NS" timeout $((TMO + 60)) "$BIN" serve --iface $TAP --ip $HIP --mac $HMAC \
   --listen 127.0.0.1:$REFPORT > "$OUT/reference_agent.log" 2>&1 &
 REF=$!
-up=0
-for _ in $(seq 1 180); do
-  if ip netns exec "$NS" timeout 2 bash -c "exec 3<>/dev/tcp/$VMIP/$PORT" 2>/dev/null; then up=1; break; fi
-  kill -0 "$VM" 2>/dev/null || break
-  sleep 1
-done
-if [ $up = 0 ]; then
-  echo "$0: the guest's agent did not come up; guest log:" >&2
-  tr -d '\r' < "$OUT/agent_guest.log" | tail -n 30 >&2
-  cat "$W/share/agent.log" >&2 2>/dev/null
-  exit 3
-fi
+wait_for_agent "$NS" "$VM" $VMIP $PORT "$OUT/agent_guest.log" "$W/share" || exit 3
 kill -0 "$REF" 2>/dev/null || { echo "$0: metaroce-ref serve exited:" >&2; cat "$OUT/reference_agent.log" >&2; exit 3; }
 step "part 2: metaroce interop --a reference (127.0.0.1:$REFPORT) --b rxe ($VMIP:$PORT), PMTU $PMTU"
 ARGS=(--a 127.0.0.1:$REFPORT --b $VMIP:$PORT --pmtu "$PMTU" --wait-ms 30000
