@@ -243,7 +243,11 @@ fn a_pmtu_that_is_not_a_pmtu_is_bad_input() {
 /// `n` bytes of payload, to QPN `qp`.
 fn mp_read_packet(op: Opcode, psn: u32, offset: u32, n: usize, qp: u32) -> Vec<u8> {
     let (a, b) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
-    let (src, dst) = if op == Opcode::MP_READ_REQUEST { (a, b) } else { (b, a) };
+    let (src, dst) = if op == Opcode::MP_READ_REQUEST {
+        (a, b)
+    } else {
+        (b, a)
+    };
     PacketBuilder::new(op)
         .ipv4(src, dst)
         .psn(psn)
@@ -290,7 +294,12 @@ fn a_wrong_mp_read_response_is_caught_with_its_requirement() {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|l| l["id"].as_str().is_some_and(|id| id.starts_with("MR-MPR")))
-        .map(|l| (l["frame"].as_u64().unwrap(), l["id"].as_str().unwrap().to_owned()))
+        .map(|l| {
+            (
+                l["frame"].as_u64().unwrap(),
+                l["id"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     assert_eq!(
         mpr,

@@ -7,7 +7,7 @@
 
 mod common;
 use common::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use metaroce_codec::ext::{AethRepr, Syndrome};
 use metaroce_codec::{Msn, Opcode, PacketBuilder};
@@ -78,7 +78,7 @@ fn long_capture() -> PathBuf {
 
 /// Runs `check ARGS` with one thread, with `--no-mmap`, and with 2 and 3
 /// threads; all must print the same and exit the same.
-fn assert_same(file: &PathBuf, args: &[&str]) -> String {
+fn assert_same(file: &Path, args: &[&str]) -> String {
     let run = |extra: &[&str]| {
         let all: Vec<&str> = ["check", "--no-progress"]
             .iter()
@@ -91,11 +91,7 @@ fn assert_same(file: &PathBuf, args: &[&str]) -> String {
         (out.status.code(), stdout(&out))
     };
     let one = run(&["--threads", "1"]);
-    for extra in [
-        &["--no-mmap"][..],
-        &["--threads", "2"],
-        &["--threads", "3"],
-    ] {
+    for extra in [&["--no-mmap"][..], &["--threads", "2"], &["--threads", "3"]] {
         let other = run(extra);
         assert_eq!(one, other, "{} {args:?} {extra:?}", file.display());
     }

@@ -59,8 +59,7 @@ fn map_read_only(file: &File) -> io::Result<memmap2::Mmap> {
 }
 
 /// How the records of a classic pcap file are parsed.
-type PcapFrameParser =
-    fn(&[u8]) -> nom::IResult<&[u8], LegacyPcapBlock<'_>, PcapError<&[u8]>>;
+type PcapFrameParser = fn(&[u8]) -> nom::IResult<&[u8], LegacyPcapBlock<'_>, PcapError<&[u8]>>;
 
 /// `pcap-parser`'s block parsers driven over bytes in memory, as its
 /// streaming readers drive them over a buffer (the input is always
