@@ -8,7 +8,11 @@
 //! link types and `if_tsresol`/`if_tsoffset`; Enhanced, Simple and obsolete Packet
 //! Blocks; every other block is skipped). The format is detected from the first
 //! four bytes. Parsing is delegated to the `pcap-parser` crate, driven through its
-//! streaming `refill`/`consume` protocol.
+//! streaming `refill`/`consume` protocol. [`CaptureReader::from_bytes`] reads a
+//! capture held whole in memory (a file mapped by [`map_file`]) through the
+//! same protocol without copying a packet; its frames, errors and offsets are
+//! the streaming reader's, and [`Frame::data_offset`] locates each packet in
+//! the bytes (so other threads can borrow them).
 //!
 //! Contracts:
 //!

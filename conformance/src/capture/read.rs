@@ -272,7 +272,8 @@ impl<R: Read> CaptureReader<R> {
         self.state.byte_order()
     }
 
-    /// Current size in bytes of the reader's buffer (its whole memory for data).
+    /// Current size in bytes of the reader's buffer (its whole memory for
+    /// data); 0 for a reader over bytes in memory, which has none.
     pub fn buffer_capacity(&self) -> usize {
         self.capacity
     }
