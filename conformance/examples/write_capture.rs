@@ -9,7 +9,11 @@
 //! ICRC and pseudo-random payload. Frames are 100 ns apart. Writing stops at
 //! the first message boundary after `BYTES` bytes of file (default 1 GB).
 //!
-//! `cargo run --release -p metaroce-conformance --example write_capture -- OUT [BYTES] [QPS]`
+//! With KIND `send256`: small frames instead, where the per-packet cost
+//! dominates: RC SEND Only requests of 256 B payload, each with AckReq and
+//! answered by an ACK (half the frames are 58-byte ACKs).
+//!
+//! `cargo run --release -p metaroce-conformance --example write_capture -- OUT [BYTES] [QPS] [KIND]`
 
 use metaroce_codec::ext::{AethRepr, RethRepr, Syndrome};
 use metaroce_codec::{Msn, Opcode, PacketBuilder};
@@ -19,6 +23,8 @@ use std::net::Ipv4Addr;
 
 /// Payload bytes per packet (the PMTU).
 const PMTU: usize = 4096;
+/// Payload bytes of a SEND in the small-frame capture.
+const SMALL: usize = 256;
 /// Packets per WRITE message.
 const PACKETS: u32 = 16;
 
@@ -61,6 +67,14 @@ fn main() -> std::io::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000_000);
     let qps: u32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(8).max(1);
+    let small = match args.next().as_deref() {
+        None | Some("write4k") => false,
+        Some("send256") => true,
+        Some(other) => {
+            eprintln!("write_capture: KIND is write4k or send256, not {other}");
+            std::process::exit(2);
+        }
+    };
     let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
     let file = std::fs::File::create(&out)?;
     let mut w = PcapWriter::new(BufWriter::with_capacity(1 << 20, file))?;
@@ -68,7 +82,7 @@ fn main() -> std::io::Result<()> {
     let mut psn: Vec<u32> = (0..qps).map(|q| 0xFF_F000 + q * 0x100).collect();
     let mut msn: Vec<u32> = vec![0; qps as usize];
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-    let mut payload = vec![0u8; PMTU];
+    let mut payload = vec![0u8; if small { SMALL } else { PMTU }];
     let mut c = Counts {
         ts: 1_764_000_000_000_000_000,
         written: 24,
@@ -81,6 +95,30 @@ fn main() -> std::io::Result<()> {
                 break 'outer;
             }
             let (requester_qpn, responder_qpn) = (0x100 + q as u32, 0x200 + q as u32);
+            if small {
+                fill(&mut rng, &mut payload);
+                let send = PacketBuilder::new(Opcode::RC_SEND_ONLY)
+                    .ipv4(a, b)
+                    .udp_src_port(0xC000 + q as u16)
+                    .dest_qp(responder_qpn)
+                    .psn(psn[q])
+                    .ack_req(true)
+                    .payload(payload.clone());
+                c.put(&mut w, &send.build())?;
+                msn[q] = (msn[q] + 1) & 0xFF_FFFF;
+                let ack = PacketBuilder::new(Opcode::RC_ACK)
+                    .ipv4(b, a)
+                    .udp_src_port(0xC000 + q as u16)
+                    .dest_qp(requester_qpn)
+                    .psn(psn[q])
+                    .aeth(AethRepr {
+                        syndrome: Syndrome::ACK_UNLIMITED,
+                        msn: Msn::new(msn[q]),
+                    });
+                c.put(&mut w, &ack.build())?;
+                psn[q] = (psn[q] + 1) & 0xFF_FFFF;
+                continue;
+            }
             for i in 0..PACKETS {
                 let op = match i {
                     0 => Opcode::RC_WRITE_FIRST,

@@ -238,3 +238,75 @@ fn a_pmtu_that_is_not_a_pmtu_is_bad_input() {
     let out = metaroce(&["check", "--pmtu", "1500"], &sample());
     assert_eq!(out.status.code(), Some(4));
 }
+
+/// An MP packet `op` at `psn` with MSN 3, `offset` of a 600-byte READ and
+/// `n` bytes of payload, to QPN `qp`.
+fn mp_read_packet(op: Opcode, psn: u32, offset: u32, n: usize, qp: u32) -> Vec<u8> {
+    let (a, b) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+    let (src, dst) = if op == Opcode::MP_READ_REQUEST {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    PacketBuilder::new(op)
+        .ipv4(src, dst)
+        .psn(psn)
+        .dest_qp(qp)
+        .ack_req(op == Opcode::MP_READ_REQUEST)
+        .udp_src_port(0xC123)
+        .payload(vec![9; n])
+        .ext(|e| {
+            e.mpeth = Some(MpethRepr {
+                first: offset == 0,
+                last: op == Opcode::MP_READ_REQUEST || offset as usize + n == 600,
+                msn: Msn::new(3),
+                offset,
+                msg_len: 600,
+                ..MpethRepr::default()
+            });
+            if op == Opcode::MP_READ_REQUEST {
+                e.reth = Some(RethRepr {
+                    va: 0x1000,
+                    rkey: 7,
+                    dma_len: 600,
+                });
+            }
+        })
+        .build()
+}
+
+#[test]
+fn a_wrong_mp_read_response_is_caught_with_its_requirement() {
+    // A 600 B MP READ at PSN 10 (PMTU 256: responses at PSNs 10, 11, 12),
+    // answered out of order; frame 3 carries offset 256 at PSN 12 (the
+    // conversation judge needs the request to tell), frame 4 200 B at
+    // offset 0 (one packet shows it).
+    use Opcode as O;
+    let frames = [
+        mp_read_packet(O::MP_READ_REQUEST, 10, 0, 0, 0x12),
+        mp_read_packet(O::MP_READ_RESPONSE, 12, 512, 88, 0x22),
+        mp_read_packet(O::MP_READ_RESPONSE, 12, 256, 256, 0x22),
+        mp_read_packet(O::MP_READ_RESPONSE, 10, 0, 200, 0x22),
+    ];
+    let path = capture("mp-read.pcapng", &frames);
+    let out = metaroce(&["check", "--pmtu", "256", "--format", "jsonl"], &path);
+    let mpr: Vec<(u64, String)> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["id"].as_str().is_some_and(|id| id.starts_with("MR-MPR")))
+        .map(|l| {
+            (
+                l["frame"].as_u64().unwrap(),
+                l["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        mpr,
+        [(3, "MR-MPR-1".to_owned()), (4, "MR-MPR-1".to_owned())],
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::remove_file(path).unwrap();
+}

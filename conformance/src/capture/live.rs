@@ -108,6 +108,7 @@ impl LiveCapture {
                 Ok(Some(Frame {
                     number: self.number,
                     offset: 0,
+                    data_offset: 0,
                     timestamp_ns: secs.saturating_mul(1_000_000_000) + micros * 1_000,
                     linktype: self.linktype,
                     interface: 0,

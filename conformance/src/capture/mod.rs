@@ -8,7 +8,11 @@
 //! link types and `if_tsresol`/`if_tsoffset`; Enhanced, Simple and obsolete Packet
 //! Blocks; every other block is skipped). The format is detected from the first
 //! four bytes. Parsing is delegated to the `pcap-parser` crate, driven through its
-//! streaming `refill`/`consume` protocol.
+//! streaming `refill`/`consume` protocol. [`CaptureReader::from_bytes`] reads a
+//! capture held whole in memory (a file mapped by [`map_file`]) through the
+//! same protocol without copying a packet; its frames, errors and offsets are
+//! the streaming reader's, and [`Frame::data_offset`] locates each packet in
+//! the bytes (so other threads can borrow them).
 //!
 //! Contracts:
 //!
@@ -52,6 +56,7 @@
 //! than 65,535 bytes, ...), writing nothing for that packet.
 
 mod block;
+mod bytes;
 mod error;
 #[cfg(feature = "libpcap")]
 pub mod live;
@@ -61,6 +66,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+pub use bytes::{SharedBytes, map_file};
 pub use error::CaptureError;
 pub use read::{CaptureReader, DEFAULT_BUFFER_CAPACITY, MAX_BUFFER_CAPACITY};
 pub use write::{LINKTYPE_ETHERNET, PcapConfig, PcapNgWriter, PcapWriter, TsPrecision};
@@ -107,6 +113,9 @@ pub struct Frame<'a> {
     pub number: u64,
     /// Byte offset in the file of the pcap record or pcapng block holding the packet.
     pub offset: u64,
+    /// Byte offset in the file of the packet's first byte (`data[0]`); 0 for
+    /// a live capture.
+    pub data_offset: u64,
     /// Capture time in nanoseconds since the Unix epoch.
     pub timestamp_ns: u64,
     /// Link-layer header type (a `LINKTYPE_*` number; 1 is Ethernet).

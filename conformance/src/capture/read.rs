@@ -10,6 +10,7 @@ use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{LegacyPcapReader, PcapError, PcapNGReader};
 
 use super::block::{self, State, Step};
+use super::bytes::{BytesBlocks, SharedBytes};
 use super::{ByteOrder, CaptureError, CaptureFormat, Frame, PacketOptions};
 
 /// Initial size of the reader's buffer used by [`CaptureReader::new`].
@@ -54,6 +55,8 @@ fn take_io_error(slot: &ErrorSlot) -> CaptureError {
 enum Inner<R: Read> {
     Pcap(LegacyPcapReader<Source<R>>),
     PcapNg(PcapNGReader<Source<R>>),
+    /// The whole capture in memory (a mapped file): nothing is copied.
+    Bytes(BytesBlocks),
 }
 
 impl<R: Read> Inner<R> {
@@ -61,6 +64,7 @@ impl<R: Read> Inner<R> {
         match self {
             Inner::Pcap(r) => r,
             Inner::PcapNg(r) => r,
+            Inner::Bytes(r) => r,
         }
     }
 
@@ -68,6 +72,7 @@ impl<R: Read> Inner<R> {
         match self {
             Inner::Pcap(r) => r,
             Inner::PcapNg(r) => r,
+            Inner::Bytes(r) => r,
         }
     }
 }
@@ -102,7 +107,70 @@ impl CaptureReader<File> {
     }
 }
 
+impl CaptureReader<io::Empty> {
+    /// A reader over a whole capture held in memory, for example a mapped
+    /// file ([`super::map_file`]): frames borrow `bytes` and nothing is
+    /// copied. Errors, offsets and frames are those of the streaming reader
+    /// over the same bytes; [`Frame::data_offset`] locates each packet in
+    /// `bytes` (see [`CaptureReader::shared_bytes`]).
+    pub fn from_bytes(bytes: SharedBytes) -> Result<Self, CaptureError> {
+        let data: &[u8] = (*bytes).as_ref();
+        if data.is_empty() {
+            return Err(CaptureError::Empty);
+        }
+        let mut magic = [0u8; 4];
+        let n = data.len().min(4);
+        magic[..n].copy_from_slice(&data[..n]);
+        let Some((format, mut order)) = block::detect(magic).filter(|_| n == 4) else {
+            return Err(CaptureError::NotACapture { magic });
+        };
+        let header_len = match format {
+            CaptureFormat::Pcap => block::PCAP_HEADER_LEN,
+            CaptureFormat::PcapNg => {
+                let Some((_, len, section_order)) = block::ng_header(data, order, 0)? else {
+                    return Err(CaptureError::Truncated {
+                        offset: 0,
+                        needed: None,
+                    });
+                };
+                order = section_order;
+                len as usize
+            }
+        };
+        if header_len >= MAX_BUFFER_CAPACITY {
+            grown_capacity(MAX_BUFFER_CAPACITY, header_len, 0)?;
+        }
+        if data.len() < header_len {
+            return Err(CaptureError::Truncated {
+                offset: 0,
+                needed: Some((header_len - data.len()) as u64),
+            });
+        }
+        let blocks = BytesBlocks::new(bytes, format)
+            .ok_or_else(|| CaptureError::malformed(0, format!("invalid {format} file header")))?;
+        Ok(CaptureReader {
+            inner: Inner::Bytes(blocks),
+            io_error: ErrorSlot::default(),
+            state: State::new(format, order, magic),
+            capacity: 0,
+            offset: 0,
+            pending: 0,
+            packets: 0,
+            done: false,
+        })
+    }
+}
+
 impl<R: Read> CaptureReader<R> {
+    /// The bytes a reader made by [`CaptureReader::from_bytes`] reads
+    /// (`None` for a streaming reader).
+    pub fn shared_bytes(&self) -> Option<&SharedBytes> {
+        match &self.inner {
+            Inner::Bytes(b) => Some(b.bytes()),
+            _ => None,
+        }
+    }
+
     /// Reads the magic and file header (pcap) or first section header (pcapng),
     /// with a buffer of [`DEFAULT_BUFFER_CAPACITY`] bytes.
     pub fn new(reader: R) -> Result<Self, CaptureError> {
@@ -204,7 +272,8 @@ impl<R: Read> CaptureReader<R> {
         self.state.byte_order()
     }
 
-    /// Current size in bytes of the reader's buffer (its whole memory for data).
+    /// Current size in bytes of the reader's buffer (its whole memory for
+    /// data); 0 for a reader over bytes in memory, which has none.
     pub fn buffer_capacity(&self) -> usize {
         self.capacity
     }
@@ -250,6 +319,7 @@ impl<R: Read> CaptureReader<R> {
         Ok(Some(Frame {
             number: self.packets,
             offset: self.offset,
+            data_offset: self.offset + packet.data.start as u64,
             timestamp_ns: packet.timestamp_ns,
             linktype: packet.linktype,
             interface: packet.interface,
@@ -318,6 +388,10 @@ impl<R: Read> CaptureReader<R> {
         let declared = self.state.declared_len(data, self.offset)?;
         let mut grow_to = None;
         if let Some(total) = declared {
+            if total >= MAX_BUFFER_CAPACITY as u64 {
+                let total = usize::try_from(total).unwrap_or(usize::MAX);
+                grown_capacity(self.capacity, total, self.offset)?;
+            }
             if total <= avail as u64 {
                 // The whole record is there, yet the parser wants more: its
                 // inner lengths contradict its total length.

@@ -22,6 +22,7 @@
 mod annotate;
 mod filter;
 mod junit;
+pub mod parallel;
 mod report;
 mod tally;
 
@@ -49,12 +50,81 @@ use std::net::IpAddr;
 /// Judges the frames of one capture, in order.
 #[derive(Debug)]
 pub struct Checker {
-    ctx: Context,
-    options: ParseOptions,
+    inspector: Inspector,
     summary: Summary,
     conversation: Option<ConversationJudge>,
+}
+
+/// The part of the check that needs no state: decoding a frame, verifying
+/// its ICRC and running the per-packet validators. It is `Sync`, so frames
+/// can be inspected on several threads ([`parallel`]) while the
+/// [`Checker`] absorbs the inspections in frame order.
+#[derive(Clone, Debug)]
+pub struct Inspector {
+    ctx: Context,
+    options: ParseOptions,
     /// Only frames of this profile are judged (`--profile`).
     profile: Option<Profile>,
+}
+
+/// What one frame shows on its own ([`Inspector::inspect`]), waiting to be
+/// absorbed by the [`Checker`] ([`Checker::absorb`]).
+#[derive(Debug)]
+pub struct Inspection<'a>(Inspected<'a>);
+
+#[derive(Debug)]
+// Not boxed: a box would cost an allocation per frame; inspections move in
+// batches of a few hundred.
+#[allow(clippy::large_enum_variant)]
+enum Inspected<'a> {
+    /// Not Ethernet: not judged.
+    Skipped,
+    /// Left out by the profile filter.
+    Filtered,
+    /// The codec could not decode it; `roce` when a RoCE header failed or a
+    /// RoCE packet sits behind IPv6 extension headers.
+    Undecodable { findings: Vec<Finding>, roce: bool },
+    /// Decoded: the frame, its ICRC and its per-packet findings.
+    Decoded {
+        frame: Frame<'a>,
+        status: icrc::IcrcStatus,
+        findings: Vec<Finding>,
+    },
+}
+
+impl Inspector {
+    /// Decodes, verifies and validates one captured frame.
+    pub fn inspect<'a>(&self, linktype: u32, data: &'a [u8]) -> Inspection<'a> {
+        if linktype != LINKTYPE_ETHERNET {
+            return Inspection(Inspected::Skipped);
+        }
+        let frame = match Frame::parse(data, &self.options) {
+            Ok(frame) => frame,
+            Err(_) if self.profile.is_some() => return Inspection(Inspected::Filtered),
+            Err(e) => {
+                let findings = validate_undecodable(data, &e, &self.ctx);
+                // A RoCE header failed, or a RoCE packet sits behind IPv6
+                // extension headers (MR-ENC-8).
+                let roce = !matches!(
+                    e.layer,
+                    Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
+                ) || findings.iter().any(|f| f.id == "MR-ENC-8");
+                return Inspection(Inspected::Undecodable { findings, roce });
+            }
+        };
+        if let Some(p) = self.profile
+            && frame.roce.is_none_or(|r| profile_of(r.bth.opcode) != p)
+        {
+            return Inspection(Inspected::Filtered);
+        }
+        let status = icrc::verify_wire(&frame, data);
+        let findings = validate_frame(&frame, status, &self.ctx);
+        Inspection(Inspected::Decoded {
+            frame,
+            status,
+            findings,
+        })
+    }
 }
 
 /// A finding with the frames it concerns (the first shows it).
@@ -151,11 +221,13 @@ impl Checker {
     pub fn new(ctx: Context) -> Self {
         let options = ctx.parse_options();
         Checker {
-            ctx,
-            options,
+            inspector: Inspector {
+                ctx,
+                options,
+                profile: None,
+            },
             summary: Summary::default(),
             conversation: None,
-            profile: None,
         }
     }
 
@@ -170,13 +242,20 @@ impl Checker {
     /// filtered): per packet and in the conversation judge.
     #[must_use]
     pub fn only_profile(mut self, profile: Option<Profile>) -> Self {
-        self.profile = profile;
+        self.inspector.profile = profile;
         self
+    }
+
+    /// The stateless part of this checker, to inspect frames on other
+    /// threads; their inspections go to [`Checker::absorb`] in frame order.
+    pub fn inspector(&self) -> &Inspector {
+        &self.inspector
     }
 
     /// Judges frame `number` captured at `timestamp_ns`: the per-packet
     /// findings, then the conversation judge's (when enabled). The frame is
-    /// decoded once.
+    /// decoded once. The same as [`Inspector::inspect`] then
+    /// [`Checker::absorb`].
     pub fn check_frame(
         &mut self,
         number: u64,
@@ -184,45 +263,47 @@ impl Checker {
         linktype: u32,
         data: &[u8],
     ) -> Vec<Reported> {
+        let inspection = self.inspector.inspect(linktype, data);
+        self.absorb(number, timestamp_ns, inspection)
+    }
+
+    /// Counts an inspected frame and runs the conversation judge on it:
+    /// what [`Checker::check_frame`] reports for it. Frames must come in
+    /// capture order.
+    pub fn absorb(
+        &mut self,
+        number: u64,
+        timestamp_ns: u64,
+        inspection: Inspection<'_>,
+    ) -> Vec<Reported> {
         self.summary.frames += 1;
-        if linktype != LINKTYPE_ETHERNET {
-            return Vec::new();
-        }
-        let frame = match Frame::parse(data, &self.options) {
-            Ok(frame) => frame,
-            Err(e) => {
-                if self.profile.is_some() {
-                    self.summary.filtered += 1;
-                    return Vec::new();
-                }
-                return self
-                    .undecodable(data, &e)
-                    .into_iter()
-                    .map(|finding| Reported {
-                        frames: vec![number],
-                        finding,
-                        conversation: false,
-                        qpns: Vec::new(),
-                        connection: None,
-                    })
-                    .collect();
+        let (frame, status, findings) = match inspection.0 {
+            Inspected::Skipped => return Vec::new(),
+            Inspected::Filtered => {
+                self.summary.filtered += 1;
+                return Vec::new();
             }
+            Inspected::Undecodable { findings, roce } => {
+                self.summary.undecodable += 1;
+                self.summary.roce_frames += u64::from(roce);
+                for f in &findings {
+                    self.summary.count(f);
+                }
+                return packet_reported(number, findings, Vec::new(), None);
+            }
+            Inspected::Decoded {
+                frame,
+                status,
+                findings,
+            } => (frame, status, findings),
         };
-        if let Some(p) = self.profile
-            && frame.roce.is_none_or(|r| profile_of(r.bth.opcode) != p)
-        {
-            self.summary.filtered += 1;
-            return Vec::new();
-        }
-        let status = icrc::verify_wire(&frame, data);
         if frame.roce.is_some() {
             self.summary.roce_frames += 1;
         }
-        let findings = validate_frame(&frame, status, &self.ctx);
         for f in &findings {
             self.summary.count(f);
         }
-        let (Some(ip), Some(udp), Some(pkt)) = (frame.ip, frame.udp, frame.roce) else {
+        let (Some(ip), Some(udp), Some(pkt)) = (frame.ip, frame.udp, frame.roce.as_ref()) else {
             return packet_reported(number, findings, Vec::new(), None);
         };
         let (src, dst) = match ip {
@@ -241,11 +322,11 @@ impl Checker {
         let Some(judge) = self.conversation.as_mut() else {
             return packet_reported(number, findings, vec![pkt.bth.dest_qp], None);
         };
-        let found = judge.on_packet(&meta, &pkt);
+        let found = judge.on_packet(&meta, pkt);
         let mut all = if findings.is_empty() {
             Vec::new()
         } else {
-            let (qpns, conn) = match judge.qpns_of(&meta, &pkt) {
+            let (qpns, conn) = match judge.qpns_of(&meta, pkt) {
                 Some((q, c)) => (q, Some(c)),
                 None => (vec![pkt.bth.dest_qp], None),
             };
@@ -291,13 +372,13 @@ impl Checker {
         if linktype != LINKTYPE_ETHERNET {
             return Vec::new();
         }
-        let findings = match Frame::parse(data, &self.options) {
+        let findings = match Frame::parse(data, &self.inspector.options) {
             Ok(frame) => {
                 let status = icrc::verify_wire(&frame, data);
                 if frame.roce.is_some() {
                     self.summary.roce_frames += 1;
                 }
-                validate_frame(&frame, status, &self.ctx)
+                validate_frame(&frame, status, &self.inspector.ctx)
             }
             Err(e) => return self.undecodable(data, &e),
         };
@@ -310,7 +391,7 @@ impl Checker {
     /// A frame the codec could not decode: its findings, counted.
     fn undecodable(&mut self, data: &[u8], e: &metaroce_codec::WireError) -> Vec<Finding> {
         self.summary.undecodable += 1;
-        let findings = validate_undecodable(data, e, &self.ctx);
+        let findings = validate_undecodable(data, e, &self.inspector.ctx);
         // A RoCE header failed, or a RoCE packet sits behind IPv6
         // extension headers (MR-ENC-8).
         if !matches!(

@@ -1,9 +1,11 @@
 //! One connection seen in a capture: the request stream of one requester
 //! QP to one responder QP, and the responses that come back. A Base RC
 //! connection is judged by the requester and responder models; an MP one by
-//! the MP judge ([`MpJudge`]).
+//! the MP judge ([`MpJudge`]), and its READ responses against their
+//! requests (`mp_read.rs`).
 
 use super::expect::ResponderSide;
+use super::mp_read::MpReads;
 use super::response::Resp;
 use super::{ConversationConfig, ConversationFinding, PacketMeta};
 use crate::model::mp::judge::MpJudge;
@@ -11,7 +13,7 @@ use crate::model::qp::QpType;
 use crate::model::requester::QpType as RequesterQpType;
 use crate::model::requester::judge::{JudgeConfig, RequestStreamJudge};
 use crate::model::responder::{QpAttributes, ResponderState};
-use metaroce_codec::{Psn, RocePacket};
+use metaroce_codec::{Opcode, Psn, RocePacket};
 use std::net::IpAddr;
 
 /// What identifies a connection: the requester's and responder's addresses
@@ -64,7 +66,11 @@ enum Sides {
         requester: Box<RequestStreamJudge>,
         responder: Box<ResponderSide>,
     },
-    Mp(Box<MpJudge>),
+    Mp {
+        judge: Box<MpJudge>,
+        /// MP READ Responses against their requests.
+        reads: Box<MpReads>,
+    },
 }
 
 /// The state of one connection.
@@ -83,7 +89,10 @@ impl Connection {
         let sides = if mp {
             let mut j = MpJudge::new(cfg.mp.clone(), Default::default());
             j.tolerance_ns = cfg.tolerance_ns;
-            Sides::Mp(Box::new(j))
+            Sides::Mp {
+                judge: Box::new(j),
+                reads: Box::new(MpReads::new(cfg.pmtu)),
+            }
         } else {
             Sides::Base {
                 requester: Box::new(RequestStreamJudge::new(JudgeConfig {
@@ -147,7 +156,7 @@ impl Connection {
         };
         let next = match &self.sides {
             Sides::Base { requester, .. } => requester.next_psn(),
-            Sides::Mp(_) => None,
+            Sides::Mp { .. } => None,
         };
         let end = next.unwrap_or(end);
         psn.distance(first) < end.distance(first)
@@ -169,9 +178,12 @@ impl Connection {
             Some(r) => r,
         });
         let (requester, responder) = match &mut self.sides {
-            Sides::Mp(j) => {
-                j.on_request(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
-                drain_mp(j, out);
+            Sides::Mp { judge, reads } => {
+                judge.on_request(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
+                drain_mp(judge, out);
+                if meta.icrc_valid {
+                    reads.on_request(pkt);
+                }
                 return;
             }
             Sides::Base {
@@ -211,12 +223,26 @@ impl Connection {
         self.summary.responses += 1;
         self.summary.requester_qpn = Some(pkt.bth.dest_qp);
         let (requester, responder) = match &mut self.sides {
-            Sides::Mp(j) => {
+            Sides::Mp { judge, reads } => {
                 if pkt.ext.sacketh.is_some() && meta.icrc_valid {
-                    j.on_ack(meta.frame, pkt, meta.timestamp_ns);
-                    drain_mp(j, out);
+                    judge.on_ack(meta.frame, pkt, meta.timestamp_ns);
+                    drain_mp(judge, out);
+                } else if pkt.bth.opcode == Opcode::MP_READ_RESPONSE && meta.icrc_valid {
+                    let before = reads.judged;
+                    for finding in reads.on_response(pkt) {
+                        out.push(ConversationFinding {
+                            finding,
+                            frames: vec![meta.frame],
+                            qpns: Vec::new(),
+                            connection: None,
+                        });
+                    }
+                    if reads.judged == before {
+                        // Its READ is not in the capture.
+                        self.summary.unjudged_responses += 1;
+                    }
                 } else {
-                    // MP READ responses are counted, not judged.
+                    // MP Atomic Acknowledges are counted, not judged.
                     self.summary.unjudged_responses += 1;
                 }
                 return;
@@ -240,9 +266,9 @@ impl Connection {
     pub fn finish(&mut self, end_ns: u64, grace_ns: u64, out: &mut Vec<ConversationFinding>) {
         match &mut self.sides {
             Sides::Base { responder, .. } => responder.finish(end_ns, grace_ns, out),
-            Sides::Mp(j) => {
-                j.finish_at(end_ns);
-                drain_mp(j, out);
+            Sides::Mp { judge, .. } => {
+                judge.finish_at(end_ns);
+                drain_mp(judge, out);
             }
         }
     }
@@ -251,7 +277,7 @@ impl Connection {
     pub fn pending(&self) -> usize {
         match &self.sides {
             Sides::Base { responder, .. } => responder.pending(),
-            Sides::Mp(j) => j.in_flight(),
+            Sides::Mp { judge, reads } => judge.in_flight() + reads.kept(),
         }
     }
 }

@@ -23,7 +23,9 @@
 //!
 //! Each MP connection feeds the MP judge
 //! ([`MpJudge`](crate::model::mp::judge::MpJudge)) with its requests and MP
-//! ACKs: selective retransmission, SACK consistency, spraying, cwnd.
+//! ACKs: selective retransmission, SACK consistency, spraying, cwnd; its MP
+//! READ Responses are checked against their READ requests (MSN, read
+//! length and, with the PMTU known, PSN: MR-MPR-1; see `mp_read.rs`).
 //!
 //! CE marks and CNPs go to the CNP judge (`cnp.rs`, MR-CNP-1, MR-CNP-2,
 //! MR-CNP-6) when [`ConversationConfig::np`] declares CNP generation.
@@ -33,7 +35,7 @@
 //! access, responder resources) allows every outcome SPEC.md allows until
 //! the responses show which one happened.
 //!
-//! Not judged here: UC and UD packets, MP READ responses, and reserved
+//! Not judged here: UC and UD packets, MP Atomic Acknowledges, and reserved
 //! opcodes (the per-packet validators cover them).
 //!
 //! Memory is bounded by the connections alive, not by the capture's length:
@@ -48,6 +50,7 @@
 mod cnp;
 mod connection;
 mod expect;
+mod mp_read;
 mod response;
 
 #[cfg(test)]
@@ -56,6 +59,7 @@ mod tests;
 pub use cnp::{MAX_MP_QPS, MAX_SLOTS};
 pub use connection::{ConnectionKey, ConnectionSummary};
 pub use expect::{MAX_LOOSE, MAX_PENDING};
+pub use mp_read::MAX_READS;
 
 use crate::Finding;
 use crate::model::congestion::np::NpParams;

@@ -4,7 +4,11 @@ use super::{Ng, read_all};
 use crate::capture::{ByteOrder, CaptureError, CaptureReader, MAX_BUFFER_CAPACITY};
 
 fn open(bytes: &[u8]) -> Result<CaptureReader<&[u8]>, CaptureError> {
-    CaptureReader::new(bytes)
+    let reader = CaptureReader::new(bytes);
+    if let Err(e) = &reader {
+        super::assert_same_in_memory(bytes, Err(e));
+    }
+    reader
 }
 
 /// Reads `bytes` expecting `Malformed` at `offset` with a reason containing
@@ -162,6 +166,11 @@ fn mutated_files_never_panic() {
             }
             if rand() % 4 == 0 {
                 bytes.truncate((rand() % bytes.len() as u64) as usize);
+            }
+            // The reader over the bytes in memory agrees with the streaming one.
+            match CaptureReader::new(&bytes[..]) {
+                Ok(mut r) => super::assert_same_in_memory(&bytes, Ok(&super::drain(&mut r))),
+                Err(e) => super::assert_same_in_memory(&bytes, Err(&e)),
             }
             let mut reader = match CaptureReader::with_capacity(&bytes[..], 4096) {
                 Ok(reader) => reader,

@@ -26,10 +26,19 @@ struct Owned {
 
 /// Reads every frame of `reader`, stopping at the first error.
 fn drain<R: std::io::Read>(reader: &mut CaptureReader<R>) -> (Vec<Owned>, Option<CaptureError>) {
+    drain_with(reader, |_| {})
+}
+
+/// [`drain`], showing each frame to `each`.
+fn drain_with<R: std::io::Read>(
+    reader: &mut CaptureReader<R>,
+    mut each: impl FnMut(&super::Frame<'_>),
+) -> (Vec<Owned>, Option<CaptureError>) {
     let mut frames = Vec::new();
     loop {
         match reader.next_frame() {
             Ok(Some(f)) => {
+                each(&f);
                 let mut owned = Owned {
                     number: f.number,
                     offset: f.offset,
@@ -54,10 +63,48 @@ fn drain<R: std::io::Read>(reader: &mut CaptureReader<R>) -> (Vec<Owned>, Option
     }
 }
 
-/// Reads `bytes` whole; panics if even the header is rejected.
+/// Reads `bytes` whole; panics if even the header is rejected. The reader
+/// over the same bytes in memory ([`CaptureReader::from_bytes`]) must give
+/// the same frames and the same error.
 fn read_all(bytes: &[u8]) -> (Vec<Owned>, Option<CaptureError>) {
     let mut reader = CaptureReader::new(Cursor::new(bytes)).expect("capture header");
-    drain(&mut reader)
+    let streamed = drain(&mut reader);
+    assert_same_in_memory(bytes, Ok(&streamed));
+    streamed
+}
+
+/// Reads `bytes` with [`CaptureReader::from_bytes`] and checks it against
+/// what the streaming reader gave: its header error, or its frames (with
+/// each `data_offset` locating the frame's data in `bytes`) and error.
+fn assert_same_in_memory(
+    bytes: &[u8],
+    streamed: Result<&(Vec<Owned>, Option<CaptureError>), &CaptureError>,
+) {
+    let shared: super::SharedBytes = std::sync::Arc::new(bytes.to_vec());
+    let mut reader = match (CaptureReader::from_bytes(shared), streamed) {
+        (Ok(reader), Ok(_)) => reader,
+        (Err(e), Err(expected)) => {
+            assert_eq!(e.to_string(), expected.to_string());
+            return;
+        }
+        (r, s) => panic!(
+            "in memory {:?}, streaming {:?}",
+            r.err().map(|e| e.to_string()),
+            s.err().map(|e| e.to_string())
+        ),
+    };
+    let mut offsets = Vec::new();
+    let (frames, err) = drain_with(&mut reader, |f| offsets.push((f.data_offset, f.data.len())));
+    let (want, want_err) = streamed.expect("streamed frames");
+    assert_eq!(&frames, want);
+    assert_eq!(
+        err.map(|e| e.to_string()),
+        want_err.as_ref().map(|e| e.to_string())
+    );
+    for ((at, len), f) in offsets.into_iter().zip(&frames) {
+        let at = at as usize;
+        assert_eq!(&bytes[at..at + len], f.data.as_slice());
+    }
 }
 
 /// A recognisable packet of `len` bytes.

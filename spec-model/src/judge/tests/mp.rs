@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::model::mp::testutil::{ack as mp_ack, req, wire};
-use metaroce_codec::ext::SackethRepr;
+use metaroce_codec::ext::{RethRepr, SackethRepr};
 
 /// An MP SEND packet (256 B of a 2560 B message) at PSN `psn`, A → B QPN 0x12.
 fn data(psn: u32, retx: bool) -> Pkt {
@@ -129,4 +129,94 @@ fn memory_stays_bounded_over_a_long_stream() {
         }
         assert!(j.pending() <= 1);
     }
+}
+
+/// An MP READ Request A → B (QPN 0x12) for `dma` bytes from `offset` of a
+/// `len`-byte read, MSN `msn`; R set for a re-request.
+fn read_req(psn: u32, msn: u32, offset: u32, len: u32, dma: u32) -> Pkt {
+    let b = req(Opcode::MP_READ_REQUEST, psn, msn, offset, len, &[])
+        .dest_qp(0x12)
+        .ext(|e| {
+            e.reth = Some(RethRepr {
+                va: 0x1000 + u64::from(offset),
+                rkey: 7,
+                dma_len: dma,
+            });
+            if let Some(m) = e.mpeth.as_mut() {
+                m.retransmission = offset != 0;
+            }
+        });
+    Pkt::of(&wire(b).0, A, B)
+}
+
+/// An MP READ Response B → A (QPN 0x22) at `psn` with `n` bytes from
+/// `offset` of a `len`-byte read, MSN `msn`.
+fn read_resp(psn: u32, msn: u32, offset: u32, len: u32, n: usize) -> Pkt {
+    let b = req(Opcode::MP_READ_RESPONSE, psn, msn, offset, len, &vec![5; n]).dest_qp(0x22);
+    Pkt::of(&wire(b).0, B, A)
+}
+
+/// The MR-MPR findings, by frame.
+fn mpr(pkts: &[Pkt]) -> Vec<(&'static str, u64)> {
+    let f = run_with(cfg(), pkts).1;
+    ids(&f)
+        .into_iter()
+        .filter(|(id, _)| id.starts_with("MR-MPR"))
+        .collect()
+}
+
+#[test]
+fn read_responses_out_of_order_conform() {
+    // A READ of 600 B at PSN 10 (PMTU 256: PSNs 10, 11, 12), answered out of order.
+    let p = [
+        read_req(10, 3, 0, 600, 600),
+        read_resp(12, 3, 512, 600, 88),
+        read_resp(10, 3, 0, 600, 256),
+        read_resp(11, 3, 256, 600, 256),
+    ];
+    assert_eq!(mpr(&p), vec![]);
+    let (j, _) = run_with(cfg(), &p);
+    assert_eq!(j.connections()[0].unjudged_responses, 0, "all three judged");
+}
+
+#[test]
+fn read_response_with_a_wrong_psn_or_length_is_mr_mpr_1() {
+    let p = [
+        read_req(10, 3, 0, 600, 600),
+        read_resp(10, 3, 0, 600, 256),
+        // Offset 256 belongs at PSN 11.
+        read_resp(12, 3, 256, 600, 256),
+        read_resp(12, 3, 512, 600, 88),
+        // Another read length than the READ's (a wrong payload length is
+        // the per-packet validators' MR-MPR-1).
+        read_resp(11, 3, 256, 700, 256),
+    ];
+    assert_eq!(mpr(&p), vec![("MR-MPR-1", 3), ("MR-MPR-1", 5)]);
+}
+
+#[test]
+fn read_responses_after_a_re_request_are_judged_against_the_read() {
+    // Responses for 0 and 512 arrived, 256 is re-requested ([256, 512) at
+    // PSN 11, R set) and answered; the late answer to the first request
+    // for offset 0 conforms too; a response at the wrong PSN does not.
+    let mut p = vec![
+        read_req(10, 3, 0, 600, 600),
+        read_resp(10, 3, 0, 600, 256),
+        read_resp(12, 3, 512, 600, 88),
+        read_req(11, 3, 256, 600, 256),
+        read_resp(11, 3, 256, 600, 256),
+        read_resp(10, 3, 0, 600, 256),
+    ];
+    assert_eq!(mpr(&p), vec![]);
+    p.push(read_resp(12, 3, 256, 600, 256));
+    assert_eq!(mpr(&p), vec![("MR-MPR-1", 7)]);
+}
+
+#[test]
+fn read_response_with_the_msn_of_a_send_answers_no_read() {
+    let mut p: Vec<Pkt> = (0..2).map(|i| data(i, false)).collect();
+    p.push(read_req(2, 1, 0, 256, 256));
+    p.push(read_resp(2, 0, 0, 256, 256));
+    // `data` sends MSN 0 (SEND); the READ is MSN 1.
+    assert_eq!(mpr(&p), vec![("MR-MPR-1", 4)]);
 }
