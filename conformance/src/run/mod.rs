@@ -263,12 +263,11 @@ pub fn run_suite(
                 let mut result = run_test(iut, &bed, v, &rel(&loaded.file));
                 stale_qpns.extend([bed.harness_qpn, bed.harness_qpn + 1]);
                 attempt += 1;
-                // A pass that departs from a SHOULD is a conclusive
-                // observation, not a symptom of a slow test bed.
-                let settled = matches!(
-                    result.verdict,
-                    Verdict::Pass | Verdict::PassNonstrict | Verdict::Unsupported
-                );
+                // PASS-NONSTRICT is retried too: a SHOULD can be missed
+                // because a packet came late (rxe's READ re-request after
+                // 60 ms + the margin, 2026-11-29); a real departure shows
+                // on every attempt.
+                let settled = matches!(result.verdict, Verdict::Pass | Verdict::Unsupported);
                 if settled || attempt >= attempts {
                     if result.verdict == Verdict::Inconc
                         && let Some(failed) = first_fail.take()
