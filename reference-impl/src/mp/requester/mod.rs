@@ -393,6 +393,16 @@ impl MpRequester {
         w.first < self.sent_end
     }
 
+    /// Whether the RTO of MR-MPR-6 runs for READ `w`: it has been sent and
+    /// misses responses. A READ that has PSNs but waits for cwnd or the
+    /// window has had no transmission to time from; re-requesting it would
+    /// send a first transmission (offset 0) outside cwnd and ahead of
+    /// `sent_end`, and the responder's cumulative ACK PSN would then pass
+    /// the last PSN sent, so that every later ACK is ignored (MR-MPA-10).
+    fn read_timed(&self, w: &MpWqe) -> bool {
+        w.is_read() && !w.done && self.fresh_done(w) && w.got.iter().any(|g| !g)
+    }
+
     /// Removes a unit from the flight (acknowledged).
     pub(super) fn unit_acked(&mut self, key: u64) -> Option<Unit> {
         let u = self.units.remove(&key)?;
@@ -439,7 +449,7 @@ impl MpRequester {
             .sq
             .iter()
             .take(self.started)
-            .filter(|w| w.is_read() && !w.done && w.got.iter().any(|g| !g))
+            .filter(|w| self.read_timed(w))
             .map(|w| w.activity + rto)
             .min();
         [oldest, reads, self.probes.deadline(), self.rnr_until]
@@ -477,7 +487,7 @@ impl MpRequester {
         }
         let mut reads = Vec::new();
         for (i, w) in self.sq.iter().enumerate().take(self.started) {
-            if w.is_read() && !w.done && w.activity + rto <= now && w.got.iter().any(|g| !g) {
+            if self.read_timed(w) && w.activity + rto <= now {
                 reads.push(i);
             }
         }
