@@ -46,6 +46,8 @@ struct Row {
     seq_naks: u64,
     rnr_naks: u64,
     time_ns: u64,
+    /// Peak requester state awaiting acknowledgement (either QP).
+    unacked: usize,
 }
 
 fn size(rng: &mut SimRng) -> u64 {
@@ -169,7 +171,7 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64, setup: 
         len: len as u32,
         lkey: m.lkey,
     };
-    let mut max_depth = 0;
+    let (mut max_depth, mut unacked, mut incomplete) = (0, 0, 0);
     while done < messages {
         // Receives: every free slot is posted.
         while let Some(slot) = free_recv.pop() {
@@ -315,6 +317,8 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64, setup: 
         for (dev, qpn) in [(ia, ea.qpn), (ib, eb.qpn)] {
             let d = net.device(dev).queue_depths(qpn).unwrap();
             max_depth = max_depth.max(d.send + d.responses);
+            unacked = unacked.max(d.unacked);
+            incomplete = incomplete.max(d.incomplete);
         }
         assert!(
             progressed || done == messages,
@@ -323,6 +327,7 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64, setup: 
             net.device(ib).mp_summary(eb.qpn)
         );
     }
+    let done_at = net.now();
     assert!(sends.is_empty());
     // Final memory images at the responder.
     let b = net.device(ib);
@@ -339,6 +344,21 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64, setup: 
     assert!(
         max_depth <= OUTSTANDING + SLOTS + 64,
         "{name}: queues bounded ({max_depth})"
+    );
+    // MP: requester units and responder messages stay within the window W
+    // (no PSN beyond c + W is sent or kept, MR-MPW-1, MR-MPW-2). Base: the
+    // unacknowledged span within the window plus one READ block (256 PSNs
+    // of 1 MiB at PMTU 4096), at most one message in progress.
+    let (max_unacked, max_incomplete) = match &setup.mp {
+        Some(m) => (m.window as usize, m.window as usize),
+        None => (
+            net.device(ia).config().max_outstanding_psns as usize + 256,
+            1,
+        ),
+    };
+    assert!(
+        unacked <= max_unacked && incomplete <= max_incomplete,
+        "{name}: state bounded ({unacked} unacked, {incomplete} incomplete)"
     );
     let link_max = [(ia, ib), (ib, ia)]
         .iter()
@@ -392,6 +412,16 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64, setup: 
     if events == 0 && setup.paths.is_empty() {
         assert_eq!(retransmitted, 0);
     }
+    // Exactly once: nothing completes after the last message, on either
+    // side, however long the network runs on (bounded; the counts above
+    // were taken at the last completion).
+    for _ in 0..10_000 {
+        if !net.step() {
+            break;
+        }
+    }
+    assert!(net.device_mut(ia).poll_cq(ea.cq, 1).unwrap().is_empty());
+    assert!(net.device_mut(ib).poll_cq(eb.cq, 1).unwrap().is_empty());
     Row {
         name,
         messages,
@@ -402,7 +432,8 @@ fn run(name: &'static str, imp: Impairments, messages: usize, seed: u64, setup: 
         timeouts: ca.local_ack_timeouts,
         seq_naks: cb.seq_naks_sent,
         rnr_naks: cb.rnr_naks_sent + ca.rnr_naks_sent,
-        time_ns: net.now(),
+        time_ns: done_at,
+        unacked,
     }
 }
 
@@ -420,12 +451,12 @@ fn scenario(
 
 fn table(rows: &[Row]) -> String {
     let mut table = String::from(
-        "| scenario | messages | MiB | frames | impairments | retransmitted | timeouts | RNR NAKs | virtual ms | goodput Gb/s |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| scenario | messages | MiB | frames | impairments | retransmitted | timeouts | RNR NAKs | peak unacked | virtual ms | goodput Gb/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let _ = r.seq_naks;
         table += &format!(
-            "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {:.3} | {:.2} |\n",
+            "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} |\n",
             r.name,
             r.messages,
             r.bytes as f64 / f64::from(1 << 20),
@@ -434,6 +465,7 @@ fn table(rows: &[Row]) -> String {
             r.retransmitted,
             r.timeouts,
             r.rnr_naks,
+            r.unacked,
             r.time_ns as f64 / 1e6,
             r.bytes as f64 * 8.0 / r.time_ns.max(1) as f64,
         );
@@ -477,8 +509,12 @@ fn mp_scenarios_table() {
     ];
     let table = table(&rows);
     println!("{table}");
-    if n == 1000 {
-        insta::assert_snapshot!(table);
+    // 1,000 messages in `cargo test` (debug); 10,000 in release, in CI
+    // (`.ci/run`, step "Simulator tables, 10,000 messages").
+    match n {
+        1000 => insta::assert_snapshot!(table),
+        10_000 => insta::assert_snapshot!("mp_scenarios_table_10000", table),
+        _ => {}
     }
 }
 
@@ -504,9 +540,17 @@ fn mp_vs_base_at_1pct_loss() {
     let g = |r: &Row| r.bytes as f64 * 8.0 / r.time_ns.max(1) as f64;
     t += &format!("\nMP / Base goodput: {:.2}\n", g(&rows[1]) / g(&rows[0]));
     println!("{t}");
-    if n == 1000 {
-        insta::assert_snapshot!(t);
+    match n {
+        1000 => insta::assert_snapshot!(t),
+        10_000 => insta::assert_snapshot!("mp_vs_base_at_1pct_loss_10000", t),
+        _ => {}
     }
+    seed_medians("mixed, 1% loss, RTT 50 us", 21, |seed| {
+        (
+            scenario("Base", long, n, seed, &base),
+            scenario("MP", long, n, seed, &mp_setup()),
+        )
+    });
 }
 
 /// Bulk transfer: `count` WRITEs of 1 MiB (identical bytes to one target,
@@ -526,7 +570,7 @@ fn bulk(name: &'static str, imp: Impairments, count: usize, seed: u64, setup: &S
     a.write_mr(src.lkey, src.addr, &data).unwrap();
     let b = net.device_mut(ib);
     let target = b.reg_mr(eb.pd, len as usize, Access::ALL).unwrap();
-    let (mut posted, mut done) = (0usize, 0usize);
+    let (mut posted, mut done, mut unacked) = (0usize, 0usize, 0usize);
     while done < count {
         while posted < count && posted - done < 16 {
             let wr = SendWr::new(
@@ -551,6 +595,7 @@ fn bulk(name: &'static str, imp: Impairments, count: usize, seed: u64, setup: &S
             done += 1;
         }
         assert!(progressed || done == count, "{name}: stalled");
+        unacked = unacked.max(net.device(ia).queue_depths(ea.qpn).unwrap().unacked);
         assert!(net.now() < 20_000_000_000, "{name}: time limit");
     }
     assert!(
@@ -576,6 +621,7 @@ fn bulk(name: &'static str, imp: Impairments, count: usize, seed: u64, setup: &S
         seq_naks: cb.seq_naks_sent,
         rnr_naks: 0,
         time_ns: net.now(),
+        unacked,
     }
 }
 
@@ -610,4 +656,61 @@ fn mp_vs_base_bulk_at_1pct_loss() {
     );
     println!("{t}");
     insta::assert_snapshot!(t);
+    seed_medians("bulk, 1% loss, RTT 20 us", 31, |seed| {
+        (
+            bulk("Base", long, 32, seed, &base),
+            bulk("MP", long, 32, seed, &mp_setup()),
+        )
+    });
+}
+
+fn goodput(r: &Row) -> f64 {
+    r.bytes as f64 * 8.0 / r.time_ns.max(1) as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// With `MR_SIM_SEEDS=n`, runs a Base/MP pair on seeds `first..first + n`
+/// and prints per-seed goodputs and the medians (a measurement, for the
+/// README; nothing is asserted).
+fn seed_medians(label: &str, first: u64, run: impl Fn(u64) -> (Row, Row)) {
+    let n: u64 = std::env::var("MR_SIM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if n == 0 {
+        return;
+    }
+    let (mut base, mut mp, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    let mut out = format!("{label}, seeds {first}..{}:\n", first + n);
+    for seed in first..first + n {
+        let (b, m) = run(seed);
+        let (gb, gm) = (goodput(&b), goodput(&m));
+        out += &format!(
+            "  seed {seed}: Base {gb:.2} Gb/s ({} retx, {} timeouts), MP {gm:.2} Gb/s ({} retx, {} timeouts), MP/Base {:.2}\n",
+            b.retransmitted,
+            b.timeouts,
+            m.retransmitted,
+            m.timeouts,
+            gm / gb
+        );
+        base.push(gb);
+        mp.push(gm);
+        ratio.push(gm / gb);
+    }
+    out += &format!(
+        "  medians: Base {:.2} Gb/s, MP {:.2} Gb/s, MP/Base {:.2}\n",
+        median(base),
+        median(mp),
+        median(ratio)
+    );
+    println!("{out}");
 }

@@ -501,7 +501,15 @@ impl MpRequester {
             }
             self.retry_left -= 1;
             for key in expired {
-                self.deem_lost(key, LossRule::Timeout, now, env);
+                if self
+                    .units
+                    .get(&key)
+                    .is_some_and(|u| u.state == UnitState::Sacked)
+                {
+                    self.resend_atomic(key);
+                } else {
+                    self.deem_lost(key, LossRule::Timeout, now, env);
+                }
             }
             for i in reads {
                 self.read_missing_all(i, now);
@@ -511,6 +519,22 @@ impl MpRequester {
             self.probes.on_sent(v, now, now as u32);
             self.probe_now.push_back(v);
             env.counters.mp_probes_sent += 1;
+        }
+    }
+
+    /// MR-MPP-14: an atomic whose PSN is acknowledged and whose Atomic
+    /// Acknowledge has not arrived within the RTO is sent again (counted
+    /// under the RTO). Its PSN is acknowledged, so it is not deemed lost
+    /// (§7.8): no multiplicative decrease (MR-MPC-7) and no retirement of
+    /// its entropy value (MR-MPF-1). The usual cause is a responder that
+    /// waits to execute it until every earlier message is placed
+    /// (MR-MPP-7), not a loss on its path.
+    fn resend_atomic(&mut self, key: u64) {
+        if let Some(u) = self.units.get_mut(&key) {
+            u.state = UnitState::Lost;
+            u.lost_by = Some(LossRule::Timeout);
+            self.by_tx.remove(&u.tx_seq);
+            self.retx.insert(key);
         }
     }
 

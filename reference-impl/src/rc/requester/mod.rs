@@ -263,6 +263,11 @@ impl Requester {
             .count()
     }
 
+    /// PSNs sent and not acknowledged.
+    pub(crate) fn unacked(&self) -> usize {
+        self.sent_end.distance(self.una) as usize
+    }
+
     /// Whether some sent request packet is unacknowledged.
     pub(super) fn outstanding(&self) -> bool {
         self.una != self.sent_end
