@@ -236,3 +236,13 @@ pub fn seeded_values(n: usize, seed: u64) -> Vec<u16> {
     }
     out
 }
+
+/// `MR_SIM_SEED`: an offset added to every simulator scenario's seed, to run
+/// the scenario checks on other random draws (0 when unset; the pinned
+/// snapshots are those of offset 0).
+pub fn seed_offset() -> u64 {
+    std::env::var("MR_SIM_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
