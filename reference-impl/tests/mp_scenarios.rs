@@ -518,6 +518,24 @@ fn mp_scenarios_table() {
     }
 }
 
+/// Regression (found by `MR_SIM_SEED=200 MR_SIM_MESSAGES=10000`, MP loss
+/// 10 %): two packets of a SEND are lost again and again while READs wait
+/// behind it (MR-MPP-7). Their response timers (MR-MPR-6) expired one after
+/// another, each doubling the RTO and using up `retry_cnt`, so the lost
+/// packet's own RTO never came and the QP failed with RETRY_EXC_ERR near
+/// message 2,835. The first 3,000 messages of that draw now complete.
+#[test]
+fn mp_loss_10pct_reads_waiting_behind_a_lost_send() {
+    let row = scenario(
+        "MP loss 10%, seed 213",
+        |i| i.drop = 0.10,
+        3000,
+        213,
+        &mp_setup(),
+    );
+    assert_eq!(row.messages, 3000);
+}
+
 /// MP vs Base at 1 % loss on a link where go-back-N hurts: 100 Gb/s with
 /// 25 µs one-way delay (RTT ≈ 50 µs, bandwidth-delay product ≈ 625 KB).
 #[test]

@@ -491,7 +491,18 @@ impl MpRequester {
                 reads.push(i);
             }
         }
-        if !expired.is_empty() || !reads.is_empty() {
+        // A READ behind an unacknowledged earlier PSN may not have been
+        // executed yet (MR-MPP-7): its missing responses are re-requested
+        // (MR-MPR-6), but that expiry neither doubles the RTO nor counts
+        // against retry_cnt; the earlier PSN's own RTO does. Otherwise the
+        // READs' timers, expiring one after another, keep pushing back the
+        // RTO of the lost PSN they wait for and use up retry_cnt (found by
+        // MR_SIM_SEED=200 MR_SIM_MESSAGES=10000 mp_scenarios, MP loss 10 %).
+        let counted = !expired.is_empty()
+            || reads
+                .iter()
+                .any(|&i| self.units.range(..self.sq[i].first).next().is_none());
+        if counted {
             env.counters.local_ack_timeouts += 1;
             self.rtt.expired();
             // MR-MPL-8: more than retry_cnt expiries in a row.
@@ -500,6 +511,8 @@ impl MpRequester {
                 return self.fail_at(cfg, env, idx, WcStatus::RetryExcErr);
             }
             self.retry_left -= 1;
+        }
+        if !expired.is_empty() || !reads.is_empty() {
             for key in expired {
                 if self
                     .units
