@@ -50,6 +50,8 @@ impl UdTransport {
             send: self.sq.len(),
             recv: self.rq.len(),
             responses: 0,
+            unacked: 0,
+            incomplete: 0,
         }
     }
 

@@ -173,6 +173,8 @@ impl MpTransport {
             send: self.req.depth(),
             recv: self.rsp.recv_depth(),
             responses: self.rsp.responses_queued(),
+            unacked: self.req.units.len(),
+            incomplete: self.rsp.msgs.len(),
         }
     }
 }

@@ -549,6 +549,15 @@ pub struct QueueDepths {
     pub recv: usize,
     /// Responses queued by the responder, not yet sent.
     pub responses: usize,
+    /// Requester state awaiting acknowledgement: for Base RC the PSNs sent
+    /// and not acknowledged (a READ counts its block), for MP the units of
+    /// its flight (data packets, READ requests, atomics) not yet
+    /// acknowledged, 0 for UD.
+    pub unacked: usize,
+    /// Responder state of messages begun and not completed: for MP the
+    /// messages it tracks (placed in part, staged, or waiting to execute),
+    /// for Base RC the multi-packet message in progress (0 or 1).
+    pub incomplete: usize,
 }
 
 /// A receive work request flushed by ERR (MR-QP-6).

@@ -69,6 +69,8 @@ impl RcTransport {
             send: self.req.depth(),
             recv: self.rsp.recv_depth(),
             responses: self.rsp.responses_queued(),
+            unacked: self.req.unacked(),
+            incomplete: self.rsp.incomplete(),
         }
     }
 }

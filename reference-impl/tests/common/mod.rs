@@ -164,3 +164,85 @@ pub fn network(p: Params, imp: Impairments, seed: u64) -> (Network, End, End) {
     net.connect(ia, ib, imp, seed);
     (net, ea, eb)
 }
+
+/// INIT → RTR with MP attributes → RTS.
+pub fn connect_mp(
+    dev: &mut Device,
+    me: End,
+    peer: End,
+    peer_ip: Ipv4Addr,
+    peer_mac: [u8; 6],
+    p: Params,
+    mp: &MpAttrs,
+) {
+    dev.modify_qp(
+        me.qpn,
+        QpState::Init,
+        &QpAttrs {
+            access: Some(p.access),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    dev.modify_qp_mp(
+        me.qpn,
+        &QpAttrs {
+            dest_qpn: Some(peer.qpn),
+            rq_psn: Some(peer.psn),
+            pmtu: Some(p.pmtu),
+            path: Some(AddressVector {
+                dest_ip: peer_ip,
+                dest_mac: peer_mac,
+                traffic_class: 0,
+                hop_limit: 64,
+            }),
+            max_dest_rd_atomic: Some(16),
+            min_rnr_timer: Some(p.min_rnr_timer),
+            ..Default::default()
+        },
+        mp,
+    )
+    .unwrap();
+    assert!(dev.is_mp(me.qpn).unwrap());
+    dev.modify_qp(
+        me.qpn,
+        QpState::Rts,
+        &QpAttrs {
+            sq_psn: Some(me.psn),
+            timeout: Some(p.timeout),
+            retry_cnt: Some(p.retry_cnt),
+            rnr_retry: Some(p.rnr_retry),
+            max_rd_atomic: Some(16),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+}
+
+/// The values `MpEntropy::Seeded` derives (splitmix64, as the crate does).
+pub fn seeded_values(n: usize, seed: u64) -> Vec<u16> {
+    let mut state = seed;
+    let mut out: Vec<u16> = Vec::new();
+    while out.len() < n {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let v = 0xC000 | (z as u16 & 0x3FFF);
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// `MR_SIM_SEED`: an offset added to every simulator scenario's seed, to run
+/// the scenario checks on other random draws (0 when unset; the pinned
+/// snapshots are those of offset 0).
+pub fn seed_offset() -> u64 {
+    std::env::var("MR_SIM_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}

@@ -393,6 +393,16 @@ impl MpRequester {
         w.first < self.sent_end
     }
 
+    /// Whether the RTO of MR-MPR-6 runs for READ `w`: it has been sent and
+    /// misses responses. A READ that has PSNs but waits for cwnd or the
+    /// window has had no transmission to time from; re-requesting it would
+    /// send a first transmission (offset 0) outside cwnd and ahead of
+    /// `sent_end`, and the responder's cumulative ACK PSN would then pass
+    /// the last PSN sent, so that every later ACK is ignored (MR-MPA-10).
+    fn read_timed(&self, w: &MpWqe) -> bool {
+        w.is_read() && !w.done && self.fresh_done(w) && w.got.iter().any(|g| !g)
+    }
+
     /// Removes a unit from the flight (acknowledged).
     pub(super) fn unit_acked(&mut self, key: u64) -> Option<Unit> {
         let u = self.units.remove(&key)?;
@@ -439,7 +449,7 @@ impl MpRequester {
             .sq
             .iter()
             .take(self.started)
-            .filter(|w| w.is_read() && !w.done && w.got.iter().any(|g| !g))
+            .filter(|w| self.read_timed(w))
             .map(|w| w.activity + rto)
             .min();
         [oldest, reads, self.probes.deadline(), self.rnr_until]
@@ -477,11 +487,22 @@ impl MpRequester {
         }
         let mut reads = Vec::new();
         for (i, w) in self.sq.iter().enumerate().take(self.started) {
-            if w.is_read() && !w.done && w.activity + rto <= now && w.got.iter().any(|g| !g) {
+            if self.read_timed(w) && w.activity + rto <= now {
                 reads.push(i);
             }
         }
-        if !expired.is_empty() || !reads.is_empty() {
+        // A READ behind an unacknowledged earlier PSN may not have been
+        // executed yet (MR-MPP-7): its missing responses are re-requested
+        // (MR-MPR-6), but that expiry neither doubles the RTO nor counts
+        // against retry_cnt; the earlier PSN's own RTO does. Otherwise the
+        // READs' timers, expiring one after another, keep pushing back the
+        // RTO of the lost PSN they wait for and use up retry_cnt (found by
+        // MR_SIM_SEED=200 MR_SIM_MESSAGES=10000 mp_scenarios, MP loss 10 %).
+        let counted = !expired.is_empty()
+            || reads
+                .iter()
+                .any(|&i| self.units.range(..self.sq[i].first).next().is_none());
+        if counted {
             env.counters.local_ack_timeouts += 1;
             self.rtt.expired();
             // MR-MPL-8: more than retry_cnt expiries in a row.
@@ -490,8 +511,18 @@ impl MpRequester {
                 return self.fail_at(cfg, env, idx, WcStatus::RetryExcErr);
             }
             self.retry_left -= 1;
+        }
+        if !expired.is_empty() || !reads.is_empty() {
             for key in expired {
-                self.deem_lost(key, LossRule::Timeout, now, env);
+                if self
+                    .units
+                    .get(&key)
+                    .is_some_and(|u| u.state == UnitState::Sacked)
+                {
+                    self.resend_atomic(key);
+                } else {
+                    self.deem_lost(key, LossRule::Timeout, now, env);
+                }
             }
             for i in reads {
                 self.read_missing_all(i, now);
@@ -501,6 +532,22 @@ impl MpRequester {
             self.probes.on_sent(v, now, now as u32);
             self.probe_now.push_back(v);
             env.counters.mp_probes_sent += 1;
+        }
+    }
+
+    /// MR-MPP-14: an atomic whose PSN is acknowledged and whose Atomic
+    /// Acknowledge has not arrived within the RTO is sent again (counted
+    /// under the RTO). Its PSN is acknowledged, so it is not deemed lost
+    /// (§7.8): no multiplicative decrease (MR-MPC-7) and no retirement of
+    /// its entropy value (MR-MPF-1). The usual cause is a responder that
+    /// waits to execute it until every earlier message is placed
+    /// (MR-MPP-7), not a loss on its path.
+    fn resend_atomic(&mut self, key: u64) {
+        if let Some(u) = self.units.get_mut(&key) {
+            u.state = UnitState::Lost;
+            u.lost_by = Some(LossRule::Timeout);
+            self.by_tx.remove(&u.tx_seq);
+            self.retx.insert(key);
         }
     }
 

@@ -95,6 +95,28 @@ impl MpRequester {
         if !missing.is_empty() {
             self.ask(i, &missing, LossRule::Reorder, now);
         }
+        // MR-MPR-6 counts later responses "on the QP": those of earlier
+        // READs still missing responses count this one too (their PSNs are
+        // lower, and the responder answers READs in MSN order, MR-MPP-7).
+        // Without it, a lost last response of a READ waited for the RTO.
+        for e in 0..i {
+            let w = &mut self.sq[e];
+            if !w.is_read() || w.done {
+                continue;
+            }
+            let mut missing = Vec::new();
+            for j in 0..w.got.len() {
+                if !w.got[j] && (m.timestamp.wrapping_sub(w.asked[j]) as i32) >= 0 {
+                    w.later[j] += 1;
+                    if w.later[j] >= k {
+                        missing.push(j);
+                    }
+                }
+            }
+            if !missing.is_empty() {
+                self.ask(e, &missing, LossRule::Reorder, now);
+            }
+        }
         // MR-MPA-11: a response acknowledges every PSN of the READ's block
         // and before.
         let keys: Vec<u64> = self

@@ -247,6 +247,27 @@ impl Requester {
         self.rd_outstanding = 0;
     }
 
+    /// READs and atomics the responder must still hold in its resources:
+    /// every started one from the oldest unanswered one on. It is the
+    /// MR-REQ-7 count while responses arrive in order; when an earlier
+    /// response is lost and later ones arrive, it keeps counting the later
+    /// ones, since each took a responder slot (MR-DUP-3) and the retry of
+    /// the unanswered one must find it still kept (MR-DUP-4, MR-DUP-5)
+    /// rather than dropped as evicted (MR-DUP-6).
+    pub(super) fn rd_held(&self) -> usize {
+        self.sq
+            .iter()
+            .take(self.started)
+            .filter(|w| w.wr.op.is_rd_atomic())
+            .skip_while(|w| w.done)
+            .count()
+    }
+
+    /// PSNs sent and not acknowledged.
+    pub(crate) fn unacked(&self) -> usize {
+        self.sent_end.distance(self.una) as usize
+    }
+
     /// Whether some sent request packet is unacknowledged.
     pub(super) fn outstanding(&self) -> bool {
         self.una != self.sent_end

@@ -51,8 +51,8 @@ impl Requester {
             return false;
         }
         let rd = w.wr.op.is_rd_atomic();
-        if rd && self.rd_outstanding >= cfg.max_rd_atomic {
-            return false; // MR-REQ-7
+        if rd && self.rd_held() >= usize::from(cfg.max_rd_atomic) {
+            return false; // MR-REQ-7, MR-DUP-3
         }
         if w.wr.fence && self.rd_outstanding > 0 {
             return false; // MR-REQ-8

@@ -65,6 +65,11 @@ impl Responder {
         self.rq.len() + usize::from(matches!(self.progress, Some(InProgress::Send { .. })))
     }
 
+    /// The multi-packet message in progress (0 or 1).
+    pub(crate) fn incomplete(&self) -> usize {
+        usize::from(self.progress.is_some())
+    }
+
     pub(crate) fn responses_queued(&self) -> usize {
         self.responses.len()
     }
