@@ -67,7 +67,11 @@ for f in "$AGENT" "$METAROCE"; do [ -x "$f" ] || { echo "$0: missing $f" >&2; ex
 
 rm -f "$W/share/agent."* "$OUT/link.pcap"
 cp "$H/agent_srv.sh" "$W/share/"
-printf 'MYIP=%s\nPORT=%s\nTMO=%s\nAGENT=%s\nLINK_MTU=%s\n' "$VMIP" "$PORT" "$TMO" "$AGENT" "$LINK_MTU" > "$W/share/agent.env"
+# The guest sees the host's root read-only, but its /tmp is its own (the
+# share is mounted there): an agent built under /tmp (a CI clone) would be
+# invisible, so the guest runs a copy from the share.
+cp "$AGENT" "$W/share/metaroce-agent-verbs" || exit 3
+printf 'MYIP=%s\nPORT=%s\nTMO=%s\nAGENT=%s\nLINK_MTU=%s\n' "$VMIP" "$PORT" "$TMO" /tmp/share/metaroce-agent-verbs "$LINK_MTU" > "$W/share/agent.env"
 
 VM=
 cleanup() {

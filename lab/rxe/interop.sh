@@ -127,7 +127,11 @@ fi
 step "part 2: guest with metaroce-agent-verbs on rxe0 (MTU $LINK_MTU)"
 rm -f "$W/share/agent."* "$OUT/rxe_interop.pcap"
 cp "$H/agent_srv.sh" "$W/share/"
-printf 'MYIP=%s\nPORT=%s\nTMO=%s\nAGENT=%s\nLINK_MTU=%s\nLOSS=%s\n' "$VMIP" "$PORT" "$TMO" "$AGENT" "$LINK_MTU" "${LOSS:-}" > "$W/share/agent.env"
+# The guest sees the host's root read-only, but its /tmp is its own (the
+# share is mounted there): an agent built under /tmp (a CI clone) would be
+# invisible, so the guest runs a copy from the share.
+cp "$AGENT" "$W/share/metaroce-agent-verbs" || exit 3
+printf 'MYIP=%s\nPORT=%s\nTMO=%s\nAGENT=%s\nLINK_MTU=%s\nLOSS=%s\n' "$VMIP" "$PORT" "$TMO" /tmp/share/metaroce-agent-verbs "$LINK_MTU" "${LOSS:-}" > "$W/share/agent.env"
 boot agent_srv.sh "$OUT/rxe_interop.pcap" "$OUT/agent_guest.log"
 ip netns exec "$NS" timeout $((TMO + 60)) "$BIN" serve --iface $TAP --ip $HIP --mac $HMAC \
   --listen 127.0.0.1:$REFPORT > "$OUT/reference_agent.log" 2>&1 &
