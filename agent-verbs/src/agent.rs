@@ -9,9 +9,7 @@ use crate::rules::{self, TransitionError, mask};
 use crate::server::{Handler, Step};
 use crate::sysfs::{self, RoceGid};
 use metaroce_ref::agent::CapabilityProfile;
-use metaroce_ref::agent::encoding::{
-    base64_decode, base64_encode, hex_decode, hex_encode, parse_mac,
-};
+use metaroce_ref::agent::encoding::{base64_encode, bytes_field, hex_encode, parse_mac};
 use metaroce_ref::agent::protocol::*;
 use metaroce_ref::qp::state::{QpState, QpType, attr};
 use serde_json::{Map, Value, json};
@@ -1105,48 +1103,4 @@ fn ipv4(s: &str, field: &str) -> Res<Ipv4Addr> {
             )
         }
     })
-}
-
-/// Decodes `hex` or `base64` (exactly one), bounded by [`MAX_DATA`].
-fn bytes_field(
-    hex: Option<&str>,
-    b64: Option<&str>,
-    required: bool,
-) -> Res<Option<(&'static str, Vec<u8>)>> {
-    let (field, text) = match (hex, b64) {
-        (Some(_), Some(_)) => {
-            return Err(bad(
-                ErrorCode::BadValue,
-                "base64",
-                "give hex or base64, not both",
-            ));
-        }
-        (Some(h), None) => ("hex", h),
-        (None, Some(b)) => ("base64", b),
-        (None, None) if required => {
-            return Err(bad(ErrorCode::MissingField, "hex", "give hex or base64"));
-        }
-        (None, None) => return Ok(None),
-    };
-    if text.len() as u64 > MAX_DATA * 2 {
-        return Err(bad(
-            ErrorCode::OutOfRange,
-            field,
-            format!("at most {MAX_DATA} bytes per request"),
-        ));
-    }
-    let data = if field == "hex" {
-        hex_decode(text)
-    } else {
-        base64_decode(text)
-    }
-    .map_err(|e| bad(ErrorCode::BadValue, field, e))?;
-    if data.len() as u64 > MAX_DATA {
-        return Err(bad(
-            ErrorCode::OutOfRange,
-            field,
-            format!("at most {MAX_DATA} bytes per request"),
-        ));
-    }
-    Ok(Some((field, data)))
 }

@@ -5,9 +5,7 @@
 //! Every request is checked completely before the device is touched, so a
 //! rejected request leaves the device and the agent's tables unchanged.
 
-use super::encoding::{
-    base64_decode, base64_encode, format_mac, hex_decode, hex_encode, parse_mac,
-};
+use super::encoding::{base64_encode, bytes_field, format_mac, hex_encode, parse_mac};
 use super::mp::negotiate;
 use super::profile::CapabilityProfile;
 use super::protocol::*;
@@ -966,51 +964,6 @@ fn sges(list: &[SgeJson], max: u32) -> Res<Vec<Sge>> {
             lkey: s.lkey,
         })
         .collect())
-}
-
-/// Decodes `hex` or `base64` (exactly one), bounded by [`MAX_DATA`].
-fn bytes_field(
-    hex: Option<&str>,
-    b64: Option<&str>,
-    required: bool,
-) -> Res<Option<(&'static str, Vec<u8>)>> {
-    let (field, text) = match (hex, b64) {
-        (Some(_), Some(_)) => {
-            return Err(bad(
-                ErrorCode::BadValue,
-                "base64",
-                "give hex or base64, not both",
-            ));
-        }
-        (Some(h), None) => ("hex", h),
-        (None, Some(b)) => ("base64", b),
-        (None, None) if required => {
-            return Err(bad(ErrorCode::MissingField, "hex", "give hex or base64"));
-        }
-        (None, None) => return Ok(None),
-    };
-    // 2 hex digits or 4/3 base64 characters per byte.
-    if text.len() as u64 > MAX_DATA * 2 {
-        return Err(bad(
-            ErrorCode::OutOfRange,
-            field,
-            format!("at most {MAX_DATA} bytes per request"),
-        ));
-    }
-    let data = if field == "hex" {
-        hex_decode(text)
-    } else {
-        base64_decode(text)
-    }
-    .map_err(|e| bad(ErrorCode::BadValue, field, e))?;
-    if data.len() as u64 > MAX_DATA {
-        return Err(bad(
-            ErrorCode::OutOfRange,
-            field,
-            format!("at most {MAX_DATA} bytes per request"),
-        ));
-    }
-    Ok(Some((field, data)))
 }
 
 /// Maps a verbs rejection to a stable code; `field` is the request field

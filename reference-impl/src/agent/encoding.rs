@@ -1,6 +1,8 @@
 //! Text encodings of the agent protocol: hex and base64 bytes, MAC
 //! addresses. Strict: anything malformed is an error, never a guess.
 
+use super::protocol::{AgentError, ErrorCode, MAX_DATA};
+
 /// Lower-case hex, two digits per byte.
 pub fn hex_encode(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -109,6 +111,57 @@ pub fn format_mac(mac: [u8; 6]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(":")
+}
+
+/// Decodes a request's `hex` or `base64` field (exactly one), bounded by
+/// [`MAX_DATA`]; returns which field it was and the bytes. Shared by every
+/// agent (the reference's and metaroce-agent-verbs).
+pub fn bytes_field(
+    hex: Option<&str>,
+    b64: Option<&str>,
+    required: bool,
+) -> Result<Option<(&'static str, Vec<u8>)>, AgentError> {
+    let (field, text) = match (hex, b64) {
+        (Some(_), Some(_)) => {
+            return Err(AgentError::field(
+                ErrorCode::BadValue,
+                "base64",
+                "give hex or base64, not both",
+            ));
+        }
+        (Some(h), None) => ("hex", h),
+        (None, Some(b)) => ("base64", b),
+        (None, None) if required => {
+            return Err(AgentError::field(
+                ErrorCode::MissingField,
+                "hex",
+                "give hex or base64",
+            ));
+        }
+        (None, None) => return Ok(None),
+    };
+    // 2 hex digits or 4/3 base64 characters per byte.
+    if text.len() as u64 > MAX_DATA * 2 {
+        return Err(AgentError::field(
+            ErrorCode::OutOfRange,
+            field,
+            format!("at most {MAX_DATA} bytes per request"),
+        ));
+    }
+    let data = if field == "hex" {
+        hex_decode(text)
+    } else {
+        base64_decode(text)
+    }
+    .map_err(|e| AgentError::field(ErrorCode::BadValue, field, e))?;
+    if data.len() as u64 > MAX_DATA {
+        return Err(AgentError::field(
+            ErrorCode::OutOfRange,
+            field,
+            format!("at most {MAX_DATA} bytes per request"),
+        ));
+    }
+    Ok(Some((field, data)))
 }
 
 #[cfg(test)]
