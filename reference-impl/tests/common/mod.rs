@@ -62,14 +62,26 @@ impl Default for Params {
     }
 }
 
-pub fn connect(
-    dev: &mut Device,
-    me: End,
-    peer: End,
-    peer_ip: Ipv4Addr,
-    peer_mac: [u8; 6],
-    p: Params,
-) {
+/// The RTR attributes of a QP connected to `peer` (Base or MP alike).
+fn rtr_attrs(peer: End, peer_ip: Ipv4Addr, peer_mac: [u8; 6], p: Params) -> QpAttrs {
+    QpAttrs {
+        dest_qpn: Some(peer.qpn),
+        rq_psn: Some(peer.psn),
+        pmtu: Some(p.pmtu),
+        path: Some(AddressVector {
+            dest_ip: peer_ip,
+            dest_mac: peer_mac,
+            traffic_class: 0,
+            hop_limit: 64,
+        }),
+        max_dest_rd_atomic: Some(16),
+        min_rnr_timer: Some(p.min_rnr_timer),
+        ..Default::default()
+    }
+}
+
+/// RESET → INIT with `p`'s access flags.
+fn to_init(dev: &mut Device, me: End, p: Params) {
     dev.modify_qp(
         me.qpn,
         QpState::Init,
@@ -79,25 +91,10 @@ pub fn connect(
         },
     )
     .unwrap();
-    dev.modify_qp(
-        me.qpn,
-        QpState::Rtr,
-        &QpAttrs {
-            dest_qpn: Some(peer.qpn),
-            rq_psn: Some(peer.psn),
-            pmtu: Some(p.pmtu),
-            path: Some(AddressVector {
-                dest_ip: peer_ip,
-                dest_mac: peer_mac,
-                traffic_class: 0,
-                hop_limit: 64,
-            }),
-            max_dest_rd_atomic: Some(16),
-            min_rnr_timer: Some(p.min_rnr_timer),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+}
+
+/// RTR → RTS with `p`'s timers and retry counts.
+fn to_rts(dev: &mut Device, me: End, p: Params) {
     dev.modify_qp(
         me.qpn,
         QpState::Rts,
@@ -111,6 +108,21 @@ pub fn connect(
         },
     )
     .unwrap();
+}
+
+/// RESET → INIT → RTR → RTS, connected to `peer`.
+pub fn connect(
+    dev: &mut Device,
+    me: End,
+    peer: End,
+    peer_ip: Ipv4Addr,
+    peer_mac: [u8; 6],
+    p: Params,
+) {
+    to_init(dev, me, p);
+    dev.modify_qp(me.qpn, QpState::Rtr, &rtr_attrs(peer, peer_ip, peer_mac, p))
+        .unwrap();
+    to_rts(dev, me, p);
 }
 
 /// Two devices with a connected RC pair; A's PSNs start near the wrap.
@@ -175,48 +187,11 @@ pub fn connect_mp(
     p: Params,
     mp: &MpAttrs,
 ) {
-    dev.modify_qp(
-        me.qpn,
-        QpState::Init,
-        &QpAttrs {
-            access: Some(p.access),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    dev.modify_qp_mp(
-        me.qpn,
-        &QpAttrs {
-            dest_qpn: Some(peer.qpn),
-            rq_psn: Some(peer.psn),
-            pmtu: Some(p.pmtu),
-            path: Some(AddressVector {
-                dest_ip: peer_ip,
-                dest_mac: peer_mac,
-                traffic_class: 0,
-                hop_limit: 64,
-            }),
-            max_dest_rd_atomic: Some(16),
-            min_rnr_timer: Some(p.min_rnr_timer),
-            ..Default::default()
-        },
-        mp,
-    )
-    .unwrap();
+    to_init(dev, me, p);
+    dev.modify_qp_mp(me.qpn, &rtr_attrs(peer, peer_ip, peer_mac, p), mp)
+        .unwrap();
     assert!(dev.is_mp(me.qpn).unwrap());
-    dev.modify_qp(
-        me.qpn,
-        QpState::Rts,
-        &QpAttrs {
-            sq_psn: Some(me.psn),
-            timeout: Some(p.timeout),
-            retry_cnt: Some(p.retry_cnt),
-            rnr_retry: Some(p.rnr_retry),
-            max_rd_atomic: Some(16),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    to_rts(dev, me, p);
 }
 
 /// The values `MpEntropy::Seeded` derives (splitmix64, as the crate does).

@@ -2,7 +2,7 @@
 //! connected Base and MP QP pairs, frames decoded for their fields, and
 //! frames built by hand (A → B) with the codec.
 
-use super::common::{self, End, IP_A, IP_B, MAC_A, MAC_B, Params, create_rc};
+use super::common::{self, End, IP_A, IP_B, MAC_A, MAC_B, Params, connect_mp, create_rc};
 use core::fmt::Debug;
 use metaroce_codec::ext::SackethRepr;
 use metaroce_codec::{Frame, Opcode, PacketBuilder, ParseOptions};
@@ -90,59 +90,6 @@ pub fn mp(a: Option<Mutant>, b: Option<Mutant>, p: Params, attrs: MpAttrs) -> Ba
         qa: vec![ea],
         qb: vec![eb],
     }
-}
-
-/// INIT → RTR with MP attributes → RTS.
-fn connect_mp(
-    dev: &mut Device,
-    me: End,
-    peer: End,
-    peer_ip: core::net::Ipv4Addr,
-    peer_mac: [u8; 6],
-    p: Params,
-    mp: &MpAttrs,
-) {
-    dev.modify_qp(
-        me.qpn,
-        QpState::Init,
-        &QpAttrs {
-            access: Some(p.access),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    dev.modify_qp_mp(
-        me.qpn,
-        &QpAttrs {
-            dest_qpn: Some(peer.qpn),
-            rq_psn: Some(peer.psn),
-            pmtu: Some(p.pmtu),
-            path: Some(AddressVector {
-                dest_ip: peer_ip,
-                dest_mac: peer_mac,
-                traffic_class: 0,
-                hop_limit: 64,
-            }),
-            max_dest_rd_atomic: Some(16),
-            min_rnr_timer: Some(p.min_rnr_timer),
-            ..Default::default()
-        },
-        mp,
-    )
-    .unwrap();
-    dev.modify_qp(
-        me.qpn,
-        QpState::Rts,
-        &QpAttrs {
-            sq_psn: Some(me.psn),
-            timeout: Some(p.timeout),
-            retry_cnt: Some(p.retry_cnt),
-            rnr_retry: Some(p.rnr_retry),
-            max_rd_atomic: Some(16),
-            ..Default::default()
-        },
-    )
-    .unwrap();
 }
 
 pub fn mr(dev: &mut Device, pd: PdHandle, len: usize, access: Access) -> MrInfo {
