@@ -257,32 +257,59 @@ fn the_committed_suite_passes_on_the_reference_transport() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// The built-in IUT behind an agent that cannot tell a QP's UDP source port
-/// (`query_qp` without `udp_src_port`, which AGENT.md makes optional).
-struct NoSourcePort(Builtin);
+/// The built-in IUT, changed in one way a test needs.
+struct Altered {
+    inner: Builtin,
+    /// Poses as a live IUT (`virtual_time` false), so the runner's retry
+    /// rules apply.
+    live: bool,
+    /// An agent that cannot tell a QP's UDP source port (`query_qp`
+    /// without `udp_src_port`, which AGENT.md makes optional).
+    hide_udp_sport: bool,
+}
 
-impl metaroce_conformance::run::iut::Iut for NoSourcePort {
+impl Altered {
+    fn live() -> Self {
+        Altered {
+            inner: Builtin::new(7, None).unwrap(),
+            live: true,
+            hide_udp_sport: false,
+        }
+    }
+
+    fn no_source_port() -> Self {
+        Altered {
+            inner: Builtin::new(7, None).unwrap(),
+            live: false,
+            hide_udp_sport: true,
+        }
+    }
+}
+
+impl metaroce_conformance::run::iut::Iut for Altered {
     fn describe(&self) -> String {
-        self.0.describe()
+        self.inner.describe()
     }
     fn virtual_time(&self) -> bool {
-        self.0.virtual_time()
+        !self.live && self.inner.virtual_time()
     }
     fn harness(&self) -> metaroce_conformance::run::iut::Endpoint {
-        self.0.harness()
+        self.inner.harness()
     }
     fn agent(
         &mut self,
         request: serde_json::Value,
     ) -> Result<serde_json::Value, metaroce_conformance::run::iut::IutError> {
-        let mut reply = self.0.agent(request)?;
-        if let Some(map) = reply.as_object_mut() {
+        let mut reply = self.inner.agent(request)?;
+        if self.hide_udp_sport
+            && let Some(map) = reply.as_object_mut()
+        {
             map.remove("udp_src_port");
         }
         Ok(reply)
     }
     fn send(&mut self, frame: &[u8]) -> Result<(), metaroce_conformance::run::iut::IutError> {
-        self.0.send(frame)
+        self.inner.send(frame)
     }
     fn recv(
         &mut self,
@@ -291,13 +318,13 @@ impl metaroce_conformance::run::iut::Iut for NoSourcePort {
         Option<metaroce_conformance::run::iut::Observed>,
         metaroce_conformance::run::iut::IutError,
     > {
-        self.0.recv(deadline_ns)
+        self.inner.recv(deadline_ns)
     }
     fn now_ns(&self) -> u64 {
-        self.0.now_ns()
+        self.inner.now_ns()
     }
     fn advance(&mut self, until_ns: u64) -> Result<(), metaroce_conformance::run::iut::IutError> {
-        self.0.advance(until_ns)
+        self.inner.advance(until_ns)
     }
     fn drain(
         &mut self,
@@ -305,8 +332,40 @@ impl metaroce_conformance::run::iut::Iut for NoSourcePort {
         Vec<metaroce_conformance::run::iut::Observed>,
         metaroce_conformance::run::iut::IutError,
     > {
-        self.0.drain()
+        self.inner.drain()
     }
+}
+
+#[test]
+fn a_live_iut_retries_failures_but_not_listed_known_failures() {
+    // `--retries 2`: an unlisted FAIL runs three times (it might be a
+    // timing accident); a FAIL the expectations file lists runs once (a
+    // known departure), and still ends XFAIL; a PASS runs once.
+    let fail = format!("{WRITE}  - expect: {{fields: {{aeth.msn: 9}}}}\n");
+    let pass = format!("{WRITE}  - expect: {{fields: {{opcode: RC_ACK}}}}\n");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("metaroce-runner-retries-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f.yaml"), vector("f", "MR-RSP-1", &fail)).unwrap();
+    std::fs::write(dir.join("x.yaml"), vector("x", "MR-RSP-1", &fail)).unwrap();
+    std::fs::write(dir.join("p.yaml"), vector("p", "MR-RSP-1", &pass)).unwrap();
+    let expectations_file = dir.with_extension("expectations.yaml");
+    std::fs::write(&expectations_file, "- {id: x, reason: known}\n").unwrap();
+    let set = load_dir(&dir).unwrap_or_else(|e| panic!("{e:?}"));
+    let options = RunOptions {
+        retries: 2,
+        expectations: Expectations::load(&expectations_file).unwrap(),
+        ..RunOptions::default()
+    };
+    let mut iut = Altered::live();
+    let r = run_suite(&set, &dir, &mut iut, &options, &mut |_, _, _| {}).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&expectations_file);
+    let of = |id: &str| r.tests.iter().find(|t| t.id == id).unwrap();
+    assert_eq!((of("f").verdict, of("f").attempts), (Verdict::Fail, 3));
+    assert_eq!((of("x").verdict, of("x").attempts), (Verdict::Xfail, 1));
+    assert_eq!((of("p").verdict, of("p").attempts), (Verdict::Pass, 1));
 }
 
 #[test]
@@ -330,7 +389,7 @@ fn an_unknown_udp_source_port_makes_its_tests_inconclusive() {
     };
     let told = run(&mut Builtin::new(7, None).unwrap());
     assert_eq!(verdict_of(&told, "t.sport").0, Verdict::Pass);
-    let untold = run(&mut NoSourcePort(Builtin::new(7, None).unwrap()));
+    let untold = run(&mut Altered::no_source_port());
     let (verdict, reason) = verdict_of(&untold, "t.sport");
     assert_eq!(verdict, Verdict::Inconc, "{reason}");
     assert!(reason.contains("UDP source port"), "{reason}");

@@ -74,6 +74,11 @@ impl Expectations {
         })
     }
 
+    /// Whether the test with vector id `id` is a listed known failure.
+    pub fn lists(&self, id: &str) -> bool {
+        self.known.contains_key(id)
+    }
+
     /// Turns a listed FAIL into XFAIL; a listed test that passes says so.
     pub fn apply(&self, result: &mut TestResult) {
         let Some(reason) = self.known.get(&result.id) else {
