@@ -165,30 +165,41 @@ impl Matrix {
         )
     }
 
+    /// One row per operation: its label and the verdicts of A→B and B→A
+    /// (`-` where the cell was not run).
+    fn rows(&self) -> impl Iterator<Item = (&'static str, &'static str, &'static str)> + '_ {
+        self.ops().into_iter().map(|op| {
+            let v = |d| self.cell(op, d).map_or("-", |c| c.verdict.name());
+            (op.label(), v(Direction::AtoB), v(Direction::BtoA))
+        })
+    }
+
+    /// Each cell that has a reason, as "VERDICT operation direction" and
+    /// the reason.
+    fn reasons(&self) -> impl Iterator<Item = (String, &str)> {
+        self.cells.iter().filter_map(|c| {
+            let r = c.reason.as_deref()?;
+            Some((
+                format!(
+                    "{} {} {}",
+                    c.verdict.name(),
+                    c.op.label(),
+                    c.direction.label()
+                ),
+                r,
+            ))
+        })
+    }
+
     /// Terminal text: the header, one line per operation, then the reasons.
     pub fn text(&self) -> String {
         let mut out = format!("{}\n\n", self.header());
         let _ = writeln!(out, "{:<28} {:<12} {:<12}", "operation", "A→B", "B→A");
-        for op in self.ops() {
-            let v = |d| self.cell(op, d).map_or("-", |c| c.verdict.name());
-            let _ = writeln!(
-                out,
-                "{:<28} {:<12} {:<12}",
-                op.label(),
-                v(Direction::AtoB),
-                v(Direction::BtoA)
-            );
+        for (op, ab, ba) in self.rows() {
+            let _ = writeln!(out, "{op:<28} {ab:<12} {ba:<12}");
         }
-        for c in &self.cells {
-            if let Some(r) = &c.reason {
-                let _ = writeln!(
-                    out,
-                    "{} {} {}: {r}",
-                    c.verdict.name(),
-                    c.op.label(),
-                    c.direction.label()
-                );
-            }
+        for (what, r) in self.reasons() {
+            let _ = writeln!(out, "{what}: {r}");
         }
         let pass = self
             .cells
@@ -209,27 +220,11 @@ impl Matrix {
     pub fn markdown(&self) -> String {
         let mut out = format!("{} — {}\n\n", self.date, self.header());
         out.push_str("| operation | A→B | B→A |\n|---|---|---|\n");
-        for op in self.ops() {
-            let v = |d| self.cell(op, d).map_or("-", |c| c.verdict.name());
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} |",
-                op.label(),
-                v(Direction::AtoB),
-                v(Direction::BtoA)
-            );
+        for (op, ab, ba) in self.rows() {
+            let _ = writeln!(out, "| {op} | {ab} | {ba} |");
         }
-        for c in &self.cells {
-            if let Some(r) = &c.reason {
-                let _ = writeln!(
-                    out,
-                    "\n- {} {} {}: {}",
-                    c.verdict.name(),
-                    c.op.label(),
-                    c.direction.label(),
-                    r.replace('|', "\\|")
-                );
-            }
+        for (what, r) in self.reasons() {
+            let _ = writeln!(out, "\n- {what}: {}", r.replace('|', "\\|"));
         }
         out
     }
