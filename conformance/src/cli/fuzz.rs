@@ -1,10 +1,9 @@
 //! `metaroce fuzz`: the live network fuzzer (see [`crate::fuzz`] and
 //! conformance/FUZZ.md), and `metaroce fuzz export`.
 
-use super::run::{default_vectors, load_set, open_iut};
+use super::run::{IutArgs, default_vectors, load_set};
 use crate::exit;
 use crate::fuzz::{self, FindingKind, FuzzOptions, export};
-use crate::run::iut::IutSpec;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -18,19 +17,9 @@ pub struct FuzzArgs {
     /// `export`: a finding → a suite vector.
     #[command(subcommand)]
     pub command: Option<FuzzCommand>,
-    /// The implementation under test: `builtin`, `builtin:mutant=NAME`,
-    /// `raw:IFACE` (needs --agent), `pcap:IFACE` (feature libpcap).
-    #[arg(long, default_value = "builtin")]
-    pub iut: IutSpec,
-    /// The IUT's agent, `HOST:PORT` (raw and pcap IUTs).
-    #[arg(long)]
-    pub agent: Option<String>,
-    /// The harness's IPv4 address on the link (raw and pcap IUTs).
-    #[arg(long, default_value = "10.0.0.1")]
-    pub ip: core::net::Ipv4Addr,
-    /// The harness's MAC on the link (default: the interface's).
-    #[arg(long)]
-    pub mac: Option<String>,
+    /// The implementation under test and how to reach it.
+    #[command(flatten)]
+    pub target: IutArgs,
     /// Stop after this many stimuli.
     #[arg(long, default_value_t = 2_000)]
     pub packets: u64,
@@ -98,13 +87,7 @@ pub fn run(args: &FuzzArgs) -> u8 {
     let (seeds, _skipped) = fuzz::seeds::from_vectors(&set);
     // The builtin IUT is seeded as `metaroce run` seeds it by default, so
     // that a reproducer replays under `metaroce run` as it ran here.
-    let mut iut = match open_iut(
-        &args.iut,
-        args.agent.as_deref(),
-        args.mac.as_deref(),
-        args.ip,
-        1,
-    ) {
+    let mut iut = match args.target.open(1) {
         Ok(iut) => iut,
         Err(e) => {
             eprintln!("metaroce fuzz: {e}");

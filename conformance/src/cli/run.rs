@@ -13,13 +13,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-/// Arguments of `metaroce run`.
+/// The implementation under test and how to reach it: the arguments
+/// `metaroce run` and `metaroce fuzz` share.
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The vector set: a folder (searched recursively) or one file
-    /// [default: ./vectors, else the repository's vectors/]
-    #[arg(long)]
-    pub vectors: Option<PathBuf>,
+pub struct IutArgs {
     /// The implementation under test: `builtin`, `builtin:mutant=NAME`,
     /// `raw:IFACE` (needs --agent), `pcap:IFACE` (feature libpcap).
     #[arg(long, default_value = "builtin")]
@@ -35,6 +32,18 @@ pub struct RunArgs {
     /// the interface in promiscuous mode).
     #[arg(long)]
     pub mac: Option<String>,
+}
+
+/// Arguments of `metaroce run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The vector set: a folder (searched recursively) or one file
+    /// [default: ./vectors, else the repository's vectors/]
+    #[arg(long)]
+    pub vectors: Option<PathBuf>,
+    /// The implementation under test and how to reach it.
+    #[command(flatten)]
+    pub target: IutArgs,
     /// A capability profile (YAML, SPEC §2 keys) overriding the agent's declaration.
     #[arg(long)]
     pub profile: Option<PathBuf>,
@@ -110,8 +119,21 @@ fn parse_mac(text: &str) -> Result<[u8; 6], String> {
     Ok(mac)
 }
 
+impl IutArgs {
+    /// Opens the IUT `--iut` names (the built-in one seeded with `seed`).
+    pub fn open(&self, seed: u64) -> Result<Box<dyn Iut>, String> {
+        open_iut(
+            &self.iut,
+            self.agent.as_deref(),
+            self.mac.as_deref(),
+            self.ip,
+            seed,
+        )
+    }
+}
+
 /// Opens the IUT an `--iut` argument names.
-pub fn open_iut(
+fn open_iut(
     spec: &IutSpec,
     agent: Option<&str>,
     mac: Option<&str>,
@@ -193,13 +215,7 @@ pub fn run(args: &RunArgs) -> u8 {
         eprintln!("metaroce run: no vector selected in {}", root.display());
         return exit::BAD_INPUT;
     }
-    let mut iut = match open_iut(
-        &args.iut,
-        args.agent.as_deref(),
-        args.mac.as_deref(),
-        args.ip,
-        args.seed,
-    ) {
+    let mut iut = match args.target.open(args.seed) {
         Ok(iut) => iut,
         Err(e) => {
             eprintln!("metaroce run: {e}");
