@@ -701,8 +701,9 @@ fn mp_vs_base_bulk_at_1pct_loss() {
 }
 
 /// The MP set-up with the smallest multiplicative decrease SPEC §10.3
-/// allows (`mp_md_factor` 0.05 instead of the default 0.3): each loss
-/// (MR-MPC-7) then cuts cwnd by 5 %.
+/// allows (`mp_md_factor` 0.05 instead of the default 0.3): each
+/// decrease (a marked late signal, MR-MPC-2, or a loss with congestion
+/// evidence, MR-MPC-7) then cuts cwnd by 5 %.
 fn gentle() -> Setup {
     let mut s = mp_setup();
     if let Some(mp) = s.mp.as_mut() {
