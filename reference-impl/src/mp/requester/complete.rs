@@ -29,6 +29,7 @@ impl MpRequester {
             _ => {}
         }
         if !env.enter_err {
+            self.mark_executable(env.now);
             self.complete_front(cfg, env);
         }
     }
