@@ -29,7 +29,6 @@ impl MpRequester {
             _ => {}
         }
         if !env.enter_err {
-            self.mark_executable(env.now);
             self.complete_front(cfg, env);
         }
     }

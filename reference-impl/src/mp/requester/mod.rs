@@ -48,10 +48,6 @@ pub(crate) struct MpWqe {
     /// READ: the later of the latest request transmission and the latest
     /// response arrival (MR-MPR-6).
     pub activity: u64,
-    /// READ or atomic: when it became executable, every earlier PSN
-    /// acknowledged (SPEC §7.9); its RTO (MR-MPR-6, MR-MPP-14) runs only
-    /// from then.
-    pub ready: Option<u64>,
     /// READ: ranges (first packet, packets) to re-request.
     pub rereq: VecDeque<(u32, u32, LossRule)>,
     /// A local error found when the WQE was started.
@@ -250,7 +246,6 @@ impl MpRequester {
             later: Vec::new(),
             asked: Vec::new(),
             activity: 0,
-            ready: None,
             rereq: VecDeque::new(),
             error: None,
         };
@@ -405,48 +400,7 @@ impl MpRequester {
     /// `sent_end`, and the responder's cumulative ACK PSN would then pass
     /// the last PSN sent, so that every later ACK is ignored (MR-MPA-10).
     fn read_timed(&self, w: &MpWqe) -> bool {
-        w.is_read()
-            && !w.done
-            && self.fresh_done(w)
-            && w.ready.is_some()
-            && w.got.iter().any(|g| !g)
-    }
-
-    /// When the RTO of MR-MPR-6 started for READ `w`: the latest of its
-    /// latest request, its latest response and the time it became
-    /// executable (SPEC §7.9).
-    pub(super) fn read_timer_start(w: &MpWqe) -> u64 {
-        w.activity.max(w.ready.unwrap_or(0))
-    }
-
-    /// When the RTO of MR-MPP-14 started for the acknowledged atomic at
-    /// unit `key`, sent at `tx_time`: the later of that and the time it
-    /// became executable; `None` while it is not.
-    fn atomic_timer_start(&self, key: u64, tx_time: u64) -> Option<u64> {
-        let i = self.wqe_at(key)?;
-        self.sq[i].ready.map(|r| r.max(tx_time))
-    }
-
-    /// SPEC §7.9: every started READ and atomic whose earlier PSNs are all
-    /// acknowledged (no unit before it other than acknowledged atomics)
-    /// becomes executable at `now`.
-    pub(super) fn mark_executable(&mut self, now: u64) {
-        let first_unacked = self
-            .units
-            .iter()
-            .find(|(_, u)| u.state != UnitState::Sacked)
-            .map_or(u64::MAX, |(&k, _)| k);
-        let sent_end = self.sent_end;
-        for w in self.sq.iter_mut().take(self.started) {
-            if w.ready.is_none()
-                && !w.done
-                && (w.is_read() || w.wr.op.is_atomic())
-                && w.first < sent_end
-                && w.first <= first_unacked
-            {
-                w.ready = Some(now);
-            }
-        }
+        w.is_read() && !w.done && self.fresh_done(w) && w.got.iter().any(|g| !g)
     }
 
     /// Removes a unit from the flight (acknowledged).
@@ -492,33 +446,18 @@ impl MpRequester {
     /// The earliest time `handle_timeout` has work.
     pub(crate) fn poll_timeout(&self) -> Option<u64> {
         let rto = self.rtt.rto();
-        // Units in transmission order: acknowledged atomics time from when
-        // they became executable (MR-MPP-14), so they may be later than a
-        // unit sent after them; the first other unit ends the search.
-        let mut oldest: Option<u64> = None;
-        for &key in self.by_tx.values() {
-            let Some(u) = self.units.get(&key) else {
-                continue;
-            };
-            let due = if u.state == UnitState::Sacked {
-                match self.atomic_timer_start(key, u.tx_time) {
-                    Some(t) => t + rto,
-                    None => continue,
-                }
-            } else {
-                u.tx_time + rto
-            };
-            oldest = Some(oldest.map_or(due, |o| o.min(due)));
-            if u.state != UnitState::Sacked {
-                break;
-            }
-        }
+        let oldest = self
+            .by_tx
+            .values()
+            .next()
+            .and_then(|k| self.units.get(k))
+            .map(|u| u.tx_time + rto);
         let reads = self
             .sq
             .iter()
             .take(self.started)
             .filter(|w| self.read_timed(w))
-            .map(|w| Self::read_timer_start(w) + rto)
+            .map(|w| w.activity + rto)
             .min();
         [oldest, reads, self.probes.deadline(), self.rnr_until]
             .into_iter()
@@ -548,16 +487,6 @@ impl MpRequester {
         let mut expired = Vec::new();
         for (_, &key) in self.by_tx.iter() {
             match self.units.get(&key) {
-                // MR-MPP-14: an acknowledged atomic, from when it became
-                // executable; it does not end the search.
-                Some(u) if u.state == UnitState::Sacked => {
-                    if self
-                        .atomic_timer_start(key, u.tx_time)
-                        .is_some_and(|t| t + rto <= now)
-                    {
-                        expired.push(key);
-                    }
-                }
                 Some(u) if u.tx_time + rto <= now => expired.push(key),
                 Some(_) => break,
                 None => {}
@@ -565,7 +494,7 @@ impl MpRequester {
         }
         let mut reads = Vec::new();
         for (i, w) in self.sq.iter().enumerate().take(self.started) {
-            if self.read_timed(w) && Self::read_timer_start(w) + rto <= now {
+            if self.read_timed(w) && w.activity + rto <= now {
                 reads.push(i);
             }
         }

@@ -168,7 +168,7 @@ impl MpRequester {
     /// timer started at the READ's latest request or response.
     pub(super) fn read_missing_all(&mut self, i: usize, now: u64) {
         let Some(w) = self.sq.get_mut(i) else { return };
-        let since = Self::read_timer_start(w);
+        let since = w.activity;
         w.activity = now;
         if self.units.contains_key(&w.first) {
             return; // the request itself is unacknowledged: its RTO resends it

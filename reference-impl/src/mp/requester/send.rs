@@ -238,11 +238,6 @@ impl MpRequester {
             // READ responses requested count in flight (§7.12).
             self.in_flight += flight;
             self.sent_end = self.sent_end.max(idx + u64::from(span));
-            if atomic || is_read {
-                // Executable at once when every earlier PSN is acknowledged
-                // (SPEC §7.9).
-                self.mark_executable(env.now);
-            }
             path.udp_src_port = v;
             return Some(stamp(path, out, env.now));
         }
