@@ -224,6 +224,44 @@ fn decrease_on_missing_read_response_mr_mpc_7() {
 }
 
 #[test]
+fn read_response_missing_by_time_evidence_mr_mpc_7() {
+    // A READ of 5 responses (PSNs 0–4) at t = 0; response 0 and an ACK of
+    // the READ's PSNs arrive at 5 µs (unmarked, in time).
+    let r = MpRequester::new(cc_cfg(0), 0x22, psn(0));
+    let (r, _) = r.post_send(SendWr {
+        wr: 1,
+        op: WrOp::Read {
+            va: 0x5000,
+            rkey: 9,
+            len: 5 * 1024,
+        },
+        fence: false,
+        signaled: true,
+    });
+    let (r, f, _) = send_next(&r, 0);
+    assert!(f.is_empty(), "{f:?}");
+    let w = wire(req(Opcode::MP_READ_RESPONSE, 0, 0, 0, 5 * 1024, &[0; 1024]));
+    let (r, _) = r.on_ack(&w.roce(), &at(5000, 0xC000));
+    let (r, _) = ack_at(&r, 4, sack(4, 5, 0, 0xC000, 0), 5000);
+    // Nothing else arrives: at the RTO responses 1–4 are missing by time,
+    // with no signal since the READ's timer started (§7.12 case 3).
+    let rto = r.rtt.rto(&r.cfg);
+    let (r1, _) = r.on_timer(5000 + rto);
+    assert!(!r1.wrs[&1].read.as_ref().unwrap().missing.is_empty());
+    assert_eq!(r1.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7: RTO, no signal");
+    // A WRITE (PSN 5) sent at 5.5 µs and acknowledged at 6 µs: a signal
+    // after the READ's timer started, so the same expiry has no evidence.
+    let (r, _) = r.post_send(write_wr(2, 1024));
+    let (r, f, _) = send_next(&r, 5500);
+    assert!(f.is_empty(), "{f:?}");
+    let (r, _) = ack_at(&r, 5, sack(5, 6, 0, 0xC001, 5500), 6000);
+    let rto = r.rtt.rto(&r.cfg);
+    let (r2, _) = r.on_timer(5000 + rto);
+    assert!(!r2.wrs[&1].read.as_ref().unwrap().missing.is_empty());
+    assert_eq!(r2.cc.cwnd, 8192, "MR-MPC-7: RTO after a signal");
+}
+
+#[test]
 fn increase_bounded_per_srtt_mr_mpc_8() {
     let c = MpConfig {
         cwnd_init: 16_384,
