@@ -19,6 +19,23 @@ pub(crate) struct Cwnd {
     target: u64,
     /// Multiplicative decreases applied (for reports).
     pub decreases: u64,
+    /// When the latest marked or late signal arrived (congestion evidence).
+    last_evidence: Option<u64>,
+    /// When the latest signal arrived.
+    last_signal: Option<u64>,
+}
+
+/// A loss event of SPEC §7.12, by what can make it congestion evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LossKind {
+    /// Found by K later acknowledgements or responses: needs a marked or
+    /// late signal within the last srtt.
+    Reorder,
+    /// A NAK 0x65 or a trimmed READ response: a full queue, evidence itself.
+    Trim,
+    /// Found by a timer that started at `since`: also evidence when no
+    /// signal has arrived since then (nothing acknowledged for an RTO).
+    Timeout { since: u64 },
 }
 
 impl Cwnd {
@@ -37,6 +54,8 @@ impl Cwnd {
             md_milli: u64::from(t.md_factor_milli),
             target: t.target_qdelay_ns,
             decreases: 0,
+            last_evidence: None,
+            last_signal: None,
         }
     }
 
@@ -47,8 +66,14 @@ impl Cwnd {
     }
 
     /// MR-MPC-2: one signal. `qdelay` is r − base_rtt (MR-MPC-9).
+    /// Marked or late signals are remembered as congestion evidence for
+    /// the losses of the next srtt (MR-MPC-7).
     pub(crate) fn on_signal(&mut self, now: u64, srtt: u64, marked: bool, qdelay: u64, acked: u64) {
         let late = qdelay >= self.target;
+        self.last_signal = Some(now);
+        if marked || late {
+            self.last_evidence = Some(now);
+        }
         match (marked, late) {
             (false, false) => self.increase(now, srtt, acked),
             (true, true) => self.decrease(now, srtt),
@@ -56,9 +81,23 @@ impl Cwnd {
         }
     }
 
-    /// MR-MPC-7: a loss, a NAK 0x65 or a missing READ response.
-    pub(crate) fn on_loss(&mut self, now: u64, srtt: u64) {
-        self.decrease(now, srtt);
+    /// MR-MPC-7: a loss, a NAK 0x65, a trimmed or a missing READ response
+    /// decreases cwnd only with congestion evidence: a marked or late signal
+    /// at most one srtt ago, a trim, or (a loss by time) no signal since the
+    /// timer started.
+    pub(crate) fn on_loss(&mut self, now: u64, srtt: u64, kind: LossKind) {
+        let recent = self
+            .last_evidence
+            .is_some_and(|t| now.saturating_sub(t) <= srtt);
+        let evidence = recent
+            || match kind {
+                LossKind::Reorder => false,
+                LossKind::Trim => true,
+                LossKind::Timeout { since } => self.last_signal.is_none_or(|t| t <= since),
+            };
+        if evidence {
+            self.decrease(now, srtt);
+        }
     }
 
     fn increase(&mut self, now: u64, srtt: u64, acked: u64) {
@@ -119,11 +158,11 @@ mod tests {
         c.on_signal(1_000, 10_000, true, 20_000, 4096);
         assert_eq!(c.cwnd, 524_288 - 524_288 * 3 / 10);
         let after = c.cwnd;
-        c.on_loss(5_000, 10_000);
+        c.on_loss(5_000, 10_000, LossKind::Trim);
         assert_eq!(c.cwnd, after, "MR-MPC-3");
         let mut t = 11_000;
         for _ in 0..100 {
-            c.on_loss(t, 10_000);
+            c.on_loss(t, 10_000, LossKind::Trim);
             t += 10_000;
         }
         assert_eq!(c.cwnd, 4096, "MR-MPC-4");
@@ -152,5 +191,36 @@ mod tests {
             c.on_signal(i * 10_000, 10_000, false, 0, 1 << 20);
         }
         assert_eq!(c.cwnd, 786_432, "MR-MPC-5");
+    }
+
+    #[test]
+    fn loss_decreases_only_with_congestion_evidence() {
+        let srtt = 10_000;
+        let mut c = cc();
+        let init = c.cwnd;
+        // MR-MPC-7: before any signal a loss by time decreases (nothing
+        // acknowledged since its timer started); one by reordering does not.
+        c.on_loss(1_000, srtt, LossKind::Reorder);
+        assert_eq!(c.cwnd, init, "no evidence");
+        c.on_signal(2_000, srtt, false, 0, 4096);
+        let grown = c.cwnd;
+        c.on_loss(3_000, srtt, LossKind::Timeout { since: 1_000 });
+        assert_eq!(c.cwnd, grown, "a signal since the timer started");
+        c.on_loss(3_000, srtt, LossKind::Timeout { since: 2_000 });
+        assert_eq!(c.cwnd, grown - grown * 3 / 10, "no signal since");
+        let a = c.cwnd;
+        // A late, unmarked signal leaves cwnd alone but is evidence for the
+        // next srtt, and no longer.
+        c.on_signal(20_000, srtt, false, 10_000, 4096);
+        assert_eq!(c.cwnd, a);
+        let mut older = c;
+        older.on_loss(30_001, srtt, LossKind::Reorder);
+        assert_eq!(older.cwnd, a, "evidence older than srtt");
+        c.on_loss(30_000, srtt, LossKind::Reorder);
+        assert_eq!(c.cwnd, a - a * 3 / 10, "late signal within srtt");
+        // A trim is evidence itself (after MR-MPC-3's srtt).
+        let b = c.cwnd;
+        c.on_loss(45_000, srtt, LossKind::Trim);
+        assert_eq!(c.cwnd, b - b * 3 / 10);
     }
 }

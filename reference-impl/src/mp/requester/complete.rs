@@ -87,16 +87,18 @@ impl MpRequester {
         let base = self.index(s.sack_base_psn);
         match syn {
             0x00..=0x1F => {
+                // MR-MPC-2, MR-MPC-9. The signal is taken before the losses
+                // it reveals, so that a marked or late one is their
+                // congestion evidence (§7.12, MR-MPC-7).
+                if acked.bytes > 0 {
+                    let q = r.saturating_sub(self.rtt.base_rtt());
+                    self.cc
+                        .on_signal(now, self.rtt.srtt(), s.ecn_ce, q, acked.bytes);
+                }
                 // MR-MPL-3: rule (a).
                 let lost = by_reorder(self.units.iter_mut(), &mut acked.seqs, self.k);
                 for key in lost {
                     self.deem_lost(key, LossRule::Reorder, now, env);
-                }
-                if acked.bytes > 0 {
-                    // MR-MPC-2, MR-MPC-9.
-                    let q = r.saturating_sub(self.rtt.base_rtt());
-                    self.cc
-                        .on_signal(now, self.rtt.srtt(), s.ecn_ce, q, acked.bytes);
                 }
             }
             0x20..=0x3F => {

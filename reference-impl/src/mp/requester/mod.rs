@@ -10,7 +10,7 @@ mod complete;
 mod read;
 mod send;
 
-use super::cc::Cwnd;
+use super::cc::{Cwnd, LossKind};
 use super::config::MpConfig;
 use super::entropy::EntropySet;
 use super::loss::{LossRule, Unit, UnitState};
@@ -415,7 +415,9 @@ impl MpRequester {
     }
 
     /// Deems a unit lost under `rule`. A loss retires its entropy value
-    /// (MR-MPF-1); trimming does not (MR-MPT-7).
+    /// (MR-MPF-1); trimming does not (MR-MPT-7). It decreases cwnd when it
+    /// has congestion evidence (MR-MPC-7); a loss by time (rule (b)) has
+    /// its timer started at the unit's latest transmission.
     pub(super) fn deem_lost(&mut self, key: u64, rule: LossRule, now: u64, env: &mut Env<'_>) {
         let Some(u) = self.units.get_mut(&key) else {
             return;
@@ -426,14 +428,19 @@ impl MpRequester {
         u.state = UnitState::Lost;
         u.lost_by = Some(rule);
         let v = u.entropy;
+        let kind = match rule {
+            LossRule::Reorder => LossKind::Reorder,
+            LossRule::Trim => LossKind::Trim,
+            LossRule::Timeout => LossKind::Timeout { since: u.tx_time },
+        };
         self.by_tx.remove(&u.tx_seq);
         self.retx.insert(key);
         if rule != LossRule::Trim && self.entropy.retire(v) {
             self.probes.on_retire(v, now);
             env.counters.mp_entropy_retired += 1;
         }
-        // MR-MPC-7.
-        self.cc.on_loss(now, self.rtt.srtt());
+        // MR-MPC-7: a decrease only with congestion evidence.
+        self.cc.on_loss(now, self.rtt.srtt(), kind);
     }
 
     /// The earliest time `handle_timeout` has work.

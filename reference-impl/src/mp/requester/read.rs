@@ -5,6 +5,7 @@
 use super::MpRequester;
 use super::complete::Acked;
 use crate::cq::WcStatus;
+use crate::mp::cc::LossKind;
 use crate::mp::loss::LossRule;
 use crate::mp::rtt::sample_from_echo;
 use crate::qp::{Env, QpConfig};
@@ -50,7 +51,8 @@ impl MpRequester {
             // MR-MPT-8: re-request that range at once, no retirement.
             self.sq[i].rereq.push_back((q as u32, 1, LossRule::Trim));
             self.sq[i].asked[q] = now as u32;
-            self.cc.on_loss(now, self.rtt.srtt());
+            // A trim is congestion evidence itself (MR-MPC-7).
+            self.cc.on_loss(now, self.rtt.srtt(), LossKind::Trim);
             return;
         }
         if pkt.payload.len() as u64 != want {
@@ -93,7 +95,7 @@ impl MpRequester {
             w.rereq.clear();
         }
         if !missing.is_empty() {
-            self.ask(i, &missing, LossRule::Reorder, now);
+            self.ask(i, &missing, LossKind::Reorder, now);
         }
         // MR-MPR-6 counts later responses "on the QP": those of earlier
         // READs still missing responses count this one too (their PSNs are
@@ -114,7 +116,7 @@ impl MpRequester {
                 }
             }
             if !missing.is_empty() {
-                self.ask(e, &missing, LossRule::Reorder, now);
+                self.ask(e, &missing, LossKind::Reorder, now);
             }
         }
         // MR-MPA-11: a response acknowledges every PSN of the READ's block
@@ -132,8 +134,14 @@ impl MpRequester {
 
     /// Queues re-requests for the packets `missing` (ascending) of READ
     /// `i`, as contiguous ranges (MR-MPR-7, MR-MPR-8), and counts one
-    /// missing-response decrease (MR-MPC-7).
-    fn ask(&mut self, i: usize, missing: &[usize], rule: LossRule, now: u64) {
+    /// missing-response loss event of `kind` (MR-MPC-7: a decrease only
+    /// with congestion evidence).
+    fn ask(&mut self, i: usize, missing: &[usize], kind: LossKind, now: u64) {
+        let rule = match kind {
+            LossKind::Reorder => LossRule::Reorder,
+            LossKind::Trim => LossRule::Trim,
+            LossKind::Timeout { .. } => LossRule::Timeout,
+        };
         let w = &mut self.sq[i];
         let mut start: Option<(usize, usize)> = None;
         let mut ranges = Vec::new();
@@ -153,12 +161,14 @@ impl MpRequester {
         for (s, e) in ranges {
             w.rereq.push_back((s as u32, (e - s) as u32, rule));
         }
-        self.cc.on_loss(now, self.rtt.srtt());
+        self.cc.on_loss(now, self.rtt.srtt(), kind);
     }
 
-    /// The READ's RTO expired (MR-MPR-6): every missing range again.
+    /// The READ's RTO expired (MR-MPR-6): every missing range again. The
+    /// timer started at the READ's latest request or response.
     pub(super) fn read_missing_all(&mut self, i: usize, now: u64) {
         let Some(w) = self.sq.get_mut(i) else { return };
+        let since = w.activity;
         w.activity = now;
         if self.units.contains_key(&w.first) {
             return; // the request itself is unacknowledged: its RTO resends it
@@ -166,7 +176,7 @@ impl MpRequester {
         w.rereq.clear();
         let missing: Vec<usize> = (0..w.got.len()).filter(|&j| !w.got[j]).collect();
         if !missing.is_empty() {
-            self.ask(i, &missing, LossRule::Timeout, now);
+            self.ask(i, &missing, LossKind::Timeout { since }, now);
         }
     }
 }

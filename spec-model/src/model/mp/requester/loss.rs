@@ -1,13 +1,16 @@
 //! Loss detection (§7.8), retirement of the entropy value a loss is
 //! attributable to (§7.13), the decrease it causes (§7.12), and the RTO timer.
 
+use super::cc::LossEvent;
 use super::{LossCause, MpRequester, WrOp};
 use crate::model::{CompletionSpec, Effect, Field, Outcomes, WcStatus};
 
 impl MpRequester {
     /// Deems the unit at `idx` lost: retires its entropy value when the loss
     /// is attributable (rules (a), (b): MR-MPF-1; never for (c): MR-MPT-7)
-    /// and applies a multiplicative decrease (MR-MPC-7, limited by MR-MPC-3).
+    /// and applies a multiplicative decrease when the loss has congestion
+    /// evidence (MR-MPC-7, §7.12; limited by MR-MPC-3). A loss by time
+    /// (rule (b)) has its timer started at the unit's latest transmission.
     pub(crate) fn deem_lost(&mut self, idx: u64, cause: LossCause, now: u64) {
         let Some(seg) = self.segs.get_mut(&idx) else {
             return;
@@ -17,14 +20,20 @@ impl MpRequester {
         }
         seg.lost = Some(cause);
         let ev = seg.entropy;
+        let event = match cause {
+            LossCause::Reorder => Some(LossEvent::Reorder),
+            LossCause::Timeout => Some(LossEvent::Timeout { since: seg.tx_time }),
+            LossCause::Trimmed => Some(LossEvent::Trim),
+            LossCause::Rnr => None,
+        };
         if matches!(cause, LossCause::Reorder | LossCause::Timeout)
             && self.entropy.retire(ev, now, self.cfg.retire_hold)
         {
             self.counters.mp_entropy_retired += 1;
         }
-        if cause != LossCause::Rnr {
+        if let Some(event) = event {
             let srtt = self.rtt.srtt_or(&self.cfg);
-            self.cc.decrease(&self.cfg, now, srtt);
+            self.cc.on_loss(&self.cfg, event, now, srtt);
         }
     }
 

@@ -19,7 +19,7 @@ pub mod rtt;
 mod send;
 mod transmit;
 
-pub use cc::CcState;
+pub use cc::{CcState, LossEvent};
 pub use rtt::RttState;
 
 use super::entropy::EntropyState;

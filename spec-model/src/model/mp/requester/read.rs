@@ -2,6 +2,7 @@
 //! and re-requests (§7.9), trimmed responses (MR-MPT-8).
 
 use super::MpRequester;
+use super::cc::LossEvent;
 use crate::model::mp::ArrivalInfo;
 use crate::model::{Effect, Outcomes};
 use metaroce_codec::RocePacket;
@@ -53,8 +54,9 @@ impl MpRequester {
             }
         }
         if trimmed {
+            // A trim is congestion evidence in itself (§7.12, MR-MPC-7).
             let srtt = self.rtt.srtt_or(&self.cfg);
-            self.cc.decrease(&self.cfg, now, srtt);
+            self.cc.on_loss(&self.cfg, LossEvent::Trim, now, srtt);
             return Outcomes::none();
         }
         self.tx_seq_arrivals(w.first_idx + u64::from(i));
@@ -78,11 +80,15 @@ impl MpRequester {
     /// MR-MPR-6: response q of an outstanding READ is missing once K distinct
     /// later response PSNs have arrived since it was last requested, or (by
     /// timer) once the RTO has passed since the latest request or response.
-    /// A missing response causes a multiplicative decrease (MR-MPC-7).
+    /// A missing response is a loss event: it decreases cwnd when it has
+    /// congestion evidence (MR-MPC-7, §7.12); the RTO's timer started at the
+    /// READ's latest request or response.
     pub(crate) fn detect_read_missing(&mut self, now: u64, by_timer: bool) {
         let k = self.cfg.reorder_threshold as usize;
         let rto = self.rtt.rto(&self.cfg);
-        let mut any = false;
+        // The loss events found: K later responses, or the RTO since the
+        // timer's start.
+        let mut events: Vec<LossEvent> = Vec::new();
         let arrivals = self.read_arrivals.clone();
         for w in self.wrs.values_mut() {
             let first = w.first_idx;
@@ -104,12 +110,20 @@ impl MpRequester {
                     .count();
                 if later >= k || stale {
                     r.missing.insert(i);
-                    any = true;
+                    events.push(if later >= k {
+                        LossEvent::Reorder
+                    } else {
+                        LossEvent::Timeout {
+                            since: r.last_activity,
+                        }
+                    });
                 }
             }
         }
-        if any {
-            let srtt = self.rtt.srtt_or(&self.cfg);
+        // One decrease at most (MR-MPC-3), when any event has evidence
+        // (MR-MPC-7, §7.12).
+        let srtt = self.rtt.srtt_or(&self.cfg);
+        if events.iter().any(|&e| self.cc.has_evidence(e, now, srtt)) {
             self.cc.decrease(&self.cfg, now, srtt);
         }
     }

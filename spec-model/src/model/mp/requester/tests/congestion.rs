@@ -1,5 +1,5 @@
 //! Congestion control of the MP requester: the causes of a multiplicative
-//! decrease (MR-MPC-7), the bound on increases (MR-MPC-8) and the queuing
+//! decrease and their congestion evidence (MR-MPC-7, §7.12), the bound on increases (MR-MPC-8) and the queuing
 //! delay's base (MR-MPC-9).
 
 use super::*;
@@ -43,13 +43,11 @@ fn decrease_on_reorder_loss_mr_mpc_7() {
     // No additive increase (ai 0), so only the decrease changes cwnd.
     let r = sent_packets(cc_cfg(0), 16, 8);
     assert_eq!(r.cc.cwnd, 8192);
-    // PSNs 1, 2, 3 SACKed: PSN 0 deemed lost (K = 3).
-    let (r, o) = ack_at(
-        &r,
-        0xFF_FFFF,
-        sack(0xFF_FFFF, 0, 0b0111 << 60, 0xC003, 3),
-        1000,
-    );
+    // PSNs 1, 2, 3 SACKed by an ACK with E: PSN 0 deemed lost (K = 3),
+    // with congestion evidence (a marked signal, §7.12 case 1).
+    let mut s = sack(0xFF_FFFF, 0, 0b0111 << 60, 0xC003, 3);
+    s.ecn_ce = true;
+    let (r, o) = ack_at(&r, 0xFF_FFFF, s, 1000);
     assert_eq!(required_psns(&o), vec![0]);
     assert_eq!(r.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7: lost PSN");
     assert_eq!(r.cc.last_md, Some(1000));
@@ -67,6 +65,80 @@ fn decrease_on_reorder_loss_mr_mpc_7() {
         "MR-MPC-7: no room for PSN 8"
     );
     assert!(send_new(&r, 1002).contains(&"MR-MPC-1"));
+}
+
+#[test]
+fn no_decrease_on_loss_without_evidence_mr_mpc_7() {
+    let r = sent_packets(cc_cfg(0), 16, 8);
+    // The same loss, revealed by an unmarked ACK whose sample is the first
+    // (q = 0): no congestion evidence, cwnd unchanged.
+    let (r, o) = ack_at(
+        &r,
+        0xFF_FFFF,
+        sack(0xFF_FFFF, 0, 0b0111 << 60, 0xC003, 3),
+        1000,
+    );
+    assert_eq!(r.cc.cwnd, 8192, "MR-MPC-7: no evidence, no decrease");
+    assert_eq!(r.cc.last_md, None);
+    // 4 KiB in flight (PSNs 4–7): with the retransmission of PSN 0 (5 KiB)
+    // cwnd still has room for PSN 8; a requester that decreased (to 5734)
+    // would have none.
+    assert_eq!(r.bytes_in_flight(), 4 * 1024);
+    assert_eq!(required_psns(&o), vec![0]);
+    assert!(
+        optional_sends(&o).iter().any(|s| s.psn == Field::Exact(psn(8))
+            && s.mpeth.retransmission == Field::Exact(false)),
+        "MR-MPC-7: room for PSN 8"
+    );
+}
+
+#[test]
+fn decrease_on_loss_after_late_signal_mr_mpc_7() {
+    // An unmarked ACK of PSN 0 at 20 µs sets base_rtt = 20 µs.
+    let r = sent_packets(cc_cfg(0), 16, 8);
+    let (r, _) = ack_at(&r, 0, sack(0, 1, 0, 0xC000, 0), 20_000);
+    assert_eq!(r.cc.cwnd, 8192);
+    // 40 µs later an unmarked ACK SACKs PSNs 2–4 with a 50 µs sample: late
+    // (q = 30 µs ≥ 10 µs) but unmarked, so the table leaves cwnd alone; the
+    // loss of PSN 1 it reveals has evidence (case 1) and decreases it.
+    let (r2, _) = ack_at(&r, 0, sack(0, 1, 0b0111 << 60, 0xC002, 10_000), 60_000);
+    assert_eq!(r2.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7: late signal");
+    // The same loss revealed by an in-time ACK within one srtt of the late
+    // one still has evidence; more than one srtt later, it has none.
+    let (r3, _) = ack_at(&r, 0, sack(0, 1, 0b0100 << 60, 0xC002, 10_000), 60_000);
+    assert_eq!(r3.cc.cwnd, 8192, "MR-MPC-2: late, unmarked");
+    let srtt = r3.rtt.srtt_or(&r3.cfg);
+    let (r4, _) = ack_at(
+        &r3,
+        0,
+        sack(0, 1, 0b0111 << 60, 0xC003, 60_000),
+        60_000 + srtt,
+    );
+    assert_eq!(r4.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7: within one srtt");
+    let (r5, _) = ack_at(
+        &r3,
+        0,
+        sack(0, 1, 0b0111 << 60, 0xC003, (60_001 + srtt - 20_000) as u32),
+        60_001 + srtt,
+    );
+    assert_eq!(r5.cc.cwnd, 8192, "MR-MPC-7: evidence older than srtt");
+}
+
+#[test]
+fn rto_loss_evidence_mr_mpc_7() {
+    // Nothing acknowledged since PSNs 0–7 left: their RTO (mp_rto_init)
+    // deems them lost with evidence (§7.12 case 3).
+    let r = sent_packets(cc_cfg(0), 16, 8);
+    let rto = r.rtt.rto(&r.cfg);
+    let (r1, _) = r.on_timer(rto + 7);
+    assert_eq!(r1.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7: RTO, no signal");
+    // An unmarked, in-time ACK of PSN 7 after they left: the RTO of PSNs
+    // 0–6 is a loss without evidence.
+    let (r, _) = ack_at(&r, 0xFF_FFFF, sack(0xFF_FFFF, 0, 1 << 56, 0xC003, 7), 1000);
+    let rto = r.rtt.rto(&r.cfg);
+    let (r2, _) = r.on_timer(rto + 7);
+    assert!(r2.segs.values().any(|s| s.lost.is_some()));
+    assert_eq!(r2.cc.cwnd, 8192, "MR-MPC-7: RTO after a signal");
 }
 
 #[test]
@@ -121,14 +193,72 @@ fn decrease_on_missing_read_response_mr_mpc_7() {
         r = resp(i, &r, 5000 + t as u64).0;
     }
     assert_eq!(r.cc.cwnd, 8192, "MR-MPC-7: nothing missing yet");
-    // Response 4: K = 3 later responses, response 1 deemed missing.
-    let (r, o) = resp(4, &r, 5003);
+    // Response 4: K = 3 later responses, response 1 deemed missing; the
+    // responses are unmarked and in time: no evidence, no decrease.
+    let (r0, o) = resp(4, &r, 5003);
+    assert_eq!(required_sends(&o).len(), 1, "re-request of response 1");
+    assert_eq!(r0.cc.cwnd, 8192, "MR-MPC-7: missing, no evidence");
+    // Response 4 arriving with CE (marked, §7.12 case 1): a decrease.
+    let w = wire(req(
+        Opcode::MP_READ_RESPONSE,
+        4,
+        0,
+        4 * 1024,
+        5 * 1024,
+        &[0; 1024],
+    ));
+    let (r, o) = r.on_ack(
+        &w.roce(),
+        &ArrivalInfo {
+            now_ns: 5003,
+            ecn_ce: true,
+            ..ArrivalInfo::default()
+        },
+    );
     assert_eq!(required_sends(&o).len(), 1, "re-request of response 1");
     assert_eq!(
         r.cc.cwnd,
         8192 * 700 / 1000,
         "MR-MPC-7: missing READ response"
     );
+}
+
+#[test]
+fn read_response_missing_by_time_evidence_mr_mpc_7() {
+    // A READ of 5 responses (PSNs 0–4) at t = 0; response 0 and an ACK of
+    // the READ's PSNs arrive at 5 µs (unmarked, in time).
+    let r = MpRequester::new(cc_cfg(0), 0x22, psn(0));
+    let (r, _) = r.post_send(SendWr {
+        wr: 1,
+        op: WrOp::Read {
+            va: 0x5000,
+            rkey: 9,
+            len: 5 * 1024,
+        },
+        fence: false,
+        signaled: true,
+    });
+    let (r, f, _) = send_next(&r, 0);
+    assert!(f.is_empty(), "{f:?}");
+    let w = wire(req(Opcode::MP_READ_RESPONSE, 0, 0, 0, 5 * 1024, &[0; 1024]));
+    let (r, _) = r.on_ack(&w.roce(), &at(5000, 0xC000));
+    let (r, _) = ack_at(&r, 4, sack(4, 5, 0, 0xC000, 0), 5000);
+    // Nothing else arrives: at the RTO responses 1–4 are missing by time,
+    // with no signal since the READ's timer started (§7.12 case 3).
+    let rto = r.rtt.rto(&r.cfg);
+    let (r1, _) = r.on_timer(5000 + rto);
+    assert!(!r1.wrs[&1].read.as_ref().unwrap().missing.is_empty());
+    assert_eq!(r1.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7: RTO, no signal");
+    // A WRITE (PSN 5) sent at 5.5 µs and acknowledged at 6 µs: a signal
+    // after the READ's timer started, so the same expiry has no evidence.
+    let (r, _) = r.post_send(write_wr(2, 1024));
+    let (r, f, _) = send_next(&r, 5500);
+    assert!(f.is_empty(), "{f:?}");
+    let (r, _) = ack_at(&r, 5, sack(5, 6, 0, 0xC001, 5500), 6000);
+    let rto = r.rtt.rto(&r.cfg);
+    let (r2, _) = r.on_timer(5000 + rto);
+    assert!(!r2.wrs[&1].read.as_ref().unwrap().missing.is_empty());
+    assert_eq!(r2.cc.cwnd, 8192, "MR-MPC-7: RTO after a signal");
 }
 
 #[test]
@@ -312,7 +442,12 @@ fn read_rerequest_beyond_cwnd_mr_mpc_10() {
             16 * 1024,
             &[0; 1024],
         ));
-        (r, o) = r.on_ack(&w.roce(), &at(5000 + t as u64, 0xC000));
+        // The last one arrives with CE: congestion evidence (§7.12).
+        let arrival = ArrivalInfo {
+            ecn_ce: i == 6,
+            ..at(5000 + t as u64, 0xC000)
+        };
+        (r, o) = r.on_ack(&w.roce(), &arrival);
     }
     assert_eq!(r.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7");
     assert_eq!(
