@@ -80,24 +80,6 @@ fn mp_attribute_rules_on_init_to_rtr() {
     let mut a = agent(MAC_A, IP_A, 1);
     let (_, _, q) = qp_in_init(&mut a);
 
-    // MP parameters without mp: true (AGENT.md §6.9: unexpected_attribute).
-    rejected(
-        &mut a,
-        q,
-        json!({"mp_window": 1024}),
-        "unexpected_attribute",
-        "attrs.mp_window",
-    );
-    rejected(
-        &mut a,
-        q,
-        json!({"mp": false, "mp_entropy_set": [0xC000]}),
-        "unexpected_attribute",
-        "attrs.mp_entropy_set",
-    );
-    rejected(&mut a, q, json!({"mp": "yes"}), "bad_type", "attrs.mp");
-
-    // The entropy set (MR-MPS-2): 1..=256 distinct values in 0xC000–0xFFFF.
     let mp = |extra: Value| {
         let mut v = json!({"mp": true});
         for (k, x) in extra.as_object().unwrap() {
@@ -105,98 +87,43 @@ fn mp_attribute_rules_on_init_to_rtr() {
         }
         v
     };
-    rejected(
-        &mut a,
-        q,
-        mp(json!({"mp_entropy_set": []})),
-        "out_of_range",
-        "attrs.mp_entropy_set",
-    );
     let too_many: Vec<u32> = (0xC000..0xC000 + 257).collect();
-    rejected(
-        &mut a,
-        q,
-        mp(json!({ "mp_entropy_set": too_many })),
-        "out_of_range",
-        "attrs.mp_entropy_set",
-    );
-    rejected(
-        &mut a,
-        q,
-        mp(json!({"mp_entropy_set": [0xC000, 0xBFFF]})),
-        "out_of_range",
-        "attrs.mp_entropy_set[1]",
-    );
-    rejected(
-        &mut a,
-        q,
-        mp(json!({"mp_entropy_set": [0x10000]})),
-        "out_of_range",
-        "attrs.mp_entropy_set[0]",
-    );
-    rejected(
-        &mut a,
-        q,
-        mp(json!({"mp_entropy_set": [0xC000, 0xC001, 0xC000]})),
-        "bad_value",
-        "attrs.mp_entropy_set[2]",
-    );
-    rejected(
-        &mut a,
-        q,
-        mp(json!({"mp_entropy_set": "c000"})),
-        "bad_type",
-        "attrs.mp_entropy_set",
-    );
-    // mp_entropy_set_size: 1..=256, and equal to the set's length if both.
-    for n in [0, 257] {
-        rejected(
-            &mut a,
-            q,
-            mp(json!({ "mp_entropy_set_size": n })),
-            "out_of_range",
-            "attrs.mp_entropy_set_size",
-        );
-    }
-    rejected(
-        &mut a,
-        q,
-        mp(json!({"mp_entropy_set": [0xC000, 0xC001], "mp_entropy_set_size": 3})),
-        "bad_value",
-        "attrs.mp_entropy_set_size",
-    );
-    // mp_window: 64..=16384 (MR-MPW-4), never clamped (MR-PICS-4).
-    for w in [0, 63, 16385] {
-        rejected(
-            &mut a,
-            q,
-            mp(json!({ "mp_window": w })),
-            "out_of_range",
-            "attrs.mp_window",
-        );
-    }
-    // mp_trim_dscp: a DSCP, and not the path's own (MR-MPT-9).
-    for d in [64, 300] {
-        rejected(
-            &mut a,
-            q,
-            mp(json!({ "mp_trim_dscp": d })),
-            "out_of_range",
-            "attrs.mp_trim_dscp",
-        );
-    }
     let mut same_dscp = mp(json!({"mp_trim_dscp": 10}));
     same_dscp["path"] =
         json!({"dest_mac": mac_str(MAC_B), "dest_ip": "10.0.0.2", "traffic_class": 10 << 2});
-    rejected(&mut a, q, same_dscp, "bad_value", "attrs.mp_trim_dscp");
-    // Flow-label entropy needs IPv6, which the reference lacks.
-    rejected(
-        &mut a,
-        q,
-        mp(json!({"mp_flow_label_entropy": true})),
-        "unsupported",
-        "attrs.mp_flow_label_entropy",
-    );
+    // (extra RTR attributes, error code, field under attrs): each rejected
+    // alone.
+    #[rustfmt::skip]
+    let rules = [
+        // MP parameters without mp: true (AGENT.md §6.9: unexpected_attribute).
+        (json!({"mp_window": 1024}), "unexpected_attribute", "mp_window"),
+        (json!({"mp": false, "mp_entropy_set": [0xC000]}), "unexpected_attribute", "mp_entropy_set"),
+        (json!({"mp": "yes"}), "bad_type", "mp"),
+        // The entropy set (MR-MPS-2): 1..=256 distinct values in 0xC000–0xFFFF.
+        (mp(json!({"mp_entropy_set": []})), "out_of_range", "mp_entropy_set"),
+        (mp(json!({"mp_entropy_set": too_many})), "out_of_range", "mp_entropy_set"),
+        (mp(json!({"mp_entropy_set": [0xC000, 0xBFFF]})), "out_of_range", "mp_entropy_set[1]"),
+        (mp(json!({"mp_entropy_set": [0x10000]})), "out_of_range", "mp_entropy_set[0]"),
+        (mp(json!({"mp_entropy_set": [0xC000, 0xC001, 0xC000]})), "bad_value", "mp_entropy_set[2]"),
+        (mp(json!({"mp_entropy_set": "c000"})), "bad_type", "mp_entropy_set"),
+        // mp_entropy_set_size: 1..=256, and equal to the set's length if both.
+        (mp(json!({"mp_entropy_set_size": 0})), "out_of_range", "mp_entropy_set_size"),
+        (mp(json!({"mp_entropy_set_size": 257})), "out_of_range", "mp_entropy_set_size"),
+        (mp(json!({"mp_entropy_set": [0xC000, 0xC001], "mp_entropy_set_size": 3})), "bad_value", "mp_entropy_set_size"),
+        // mp_window: 64..=16384 (MR-MPW-4), never clamped (MR-PICS-4).
+        (mp(json!({"mp_window": 0})), "out_of_range", "mp_window"),
+        (mp(json!({"mp_window": 63})), "out_of_range", "mp_window"),
+        (mp(json!({"mp_window": 16385})), "out_of_range", "mp_window"),
+        // mp_trim_dscp: a DSCP, and not the path's own (MR-MPT-9).
+        (mp(json!({"mp_trim_dscp": 64})), "out_of_range", "mp_trim_dscp"),
+        (mp(json!({"mp_trim_dscp": 300})), "out_of_range", "mp_trim_dscp"),
+        (same_dscp, "bad_value", "mp_trim_dscp"),
+        // Flow-label entropy needs IPv6, which the reference lacks.
+        (mp(json!({"mp_flow_label_entropy": true})), "unsupported", "mp_flow_label_entropy"),
+    ];
+    for (extra, code, field) in rules {
+        rejected(&mut a, q, extra, code, &format!("attrs.{field}"));
+    }
     // A valid MP request with a bad Base attribute changes nothing either.
     let mut bad_pmtu = rtr(q, 0x123, MAC_B, IP_B, mp(json!({"mp_window": 64})));
     bad_pmtu["attrs"]["pmtu"] = json!(300);

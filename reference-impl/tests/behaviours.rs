@@ -31,14 +31,22 @@ fn poll(dev: &mut Device, e: End) -> Vec<WorkCompletion> {
     dev.poll_cq(e.cq, 1000).unwrap()
 }
 
+/// The connected pair of `pair(Params::default())`: (a, b, ea, eb).
+fn default_pair() -> (Device, Device, End, End) {
+    let Pair { a, b, ea, eb } = pair(Params::default());
+    (a, b, ea, eb)
+}
+
+/// Posts work request `id` doing `op` with the one local buffer `local`
+/// on `e`'s send queue.
+fn post(dev: &mut Device, e: End, id: u64, op: WrOp, local: Sge) {
+    dev.post_send(e.qpn, SendWr::new(id, op, vec![local]))
+        .unwrap();
+}
+
 #[test]
 fn send_write_read_atomics_across_psn_wrap() {
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let src = mr(&mut a, ea.pd, 8192);
     let data: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
     a.write_mr(src.lkey, src.addr, &data).unwrap();
@@ -47,47 +55,36 @@ fn send_write_read_atomics_across_psn_wrap() {
     recv(&mut b, eb, &rbuf, 77, 8192);
     // 5000 bytes over PMTU 1024: 5 packets from PSN 0xFFFFF0, then WRITE of
     // 8192 (8 packets) crosses 0xFFFFFF → 0.
-    a.post_send(
-        ea.qpn,
-        SendWr::new(1, WrOp::SendImm(0xdead_beef), vec![sge(&src, 0, 5000)]),
-    )
-    .unwrap();
-    let remote = RemoteAddr {
-        va: dst.addr,
-        rkey: dst.rkey,
-    };
-    a.post_send(
-        ea.qpn,
-        SendWr::new(2, WrOp::Write(remote), vec![sge(&src, 0, 8192)]),
-    )
-    .unwrap();
+    post(
+        &mut a,
+        ea,
+        1,
+        WrOp::SendImm(0xdead_beef),
+        sge(&src, 0, 5000),
+    );
+    let remote = remote(&dst);
+    post(&mut a, ea, 2, WrOp::Write(remote), sge(&src, 0, 8192));
     let land = mr(&mut a, ea.pd, 8192);
-    a.post_send(
-        ea.qpn,
-        SendWr::new(3, WrOp::Read(remote), vec![sge(&land, 0, 3000)]),
-    )
-    .unwrap();
+    post(&mut a, ea, 3, WrOp::Read(remote), sge(&land, 0, 3000));
     let result = mr(&mut a, ea.pd, 8);
     let word = RemoteAddr {
         va: dst.addr + 64,
         rkey: dst.rkey,
     };
-    a.post_send(
-        ea.qpn,
-        SendWr::new(
-            4,
-            WrOp::FetchAdd {
-                remote: word,
-                add: 5,
-            },
-            vec![sge(&result, 0, 8)],
-        ),
-    )
-    .unwrap();
+    post(
+        &mut a,
+        ea,
+        4,
+        WrOp::FetchAdd {
+            remote: word,
+            add: 5,
+        },
+        sge(&result, 0, 8),
+    );
     shuttle(&mut a, &mut b, 10);
     let wcs = poll(&mut a, ea);
     assert_eq!(
-        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        ids_and_statuses(&wcs),
         (1..=4).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
     );
     let rw = poll(&mut b, eb);
@@ -117,15 +114,9 @@ fn send_write_read_atomics_across_psn_wrap() {
 
 #[test]
 fn rnr_nak_then_retry_succeeds() {
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let src = mr(&mut a, ea.pd, 64);
-    a.post_send(ea.qpn, SendWr::new(9, WrOp::Send, vec![sge(&src, 0, 64)]))
-        .unwrap();
+    post(&mut a, ea, 9, WrOp::Send, sge(&src, 0, 64));
     shuttle(&mut a, &mut b, 0);
     assert_eq!(b.counters().rnr_naks_sent, 1);
     let wait = a.poll_timeout().unwrap();
@@ -148,8 +139,7 @@ fn rnr_retry_exhausted() {
         ..Params::default()
     });
     let src = mr(&mut a, ea.pd, 8);
-    a.post_send(ea.qpn, SendWr::new(5, WrOp::Send, vec![sge(&src, 0, 8)]))
-        .unwrap();
+    post(&mut a, ea, 5, WrOp::Send, sge(&src, 0, 8));
     for _ in 0..4 {
         let now = a.now();
         shuttle(&mut a, &mut b, now);
@@ -167,10 +157,8 @@ fn rnr_retry_exhausted() {
 fn retry_exhaustion_seven_is_not_infinite() {
     let Pair { mut a, ea, .. } = pair(Params::default());
     let src = mr(&mut a, ea.pd, 3000);
-    a.post_send(ea.qpn, SendWr::new(1, WrOp::Send, vec![sge(&src, 0, 3000)]))
-        .unwrap();
-    a.post_send(ea.qpn, SendWr::new(2, WrOp::Send, vec![sge(&src, 0, 8)]))
-        .unwrap();
+    post(&mut a, ea, 1, WrOp::Send, sge(&src, 0, 3000));
+    post(&mut a, ea, 2, WrOp::Send, sge(&src, 0, 8));
     // Everything is lost: the peer never answers.
     let mut sent = drain(&mut a).len();
     let t = timing::local_ack_timeout_ns(6).unwrap();
@@ -190,7 +178,7 @@ fn retry_exhaustion_seven_is_not_infinite() {
     assert_eq!(a.counters().retransmitted_packets, 4 * 7);
     let wcs = poll(&mut a, ea);
     assert_eq!(
-        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        ids_and_statuses(&wcs),
         vec![(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr)]
     );
     assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Err);
@@ -198,12 +186,7 @@ fn retry_exhaustion_seven_is_not_infinite() {
 
 #[test]
 fn bad_rkey_is_remote_access_error_and_both_qps_err() {
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let src = mr(&mut a, ea.pd, 64);
     let dst = mr(&mut b, eb.pd, 64);
     let rbuf = mr(&mut b, eb.pd, 64);
@@ -212,17 +195,12 @@ fn bad_rkey_is_remote_access_error_and_both_qps_err() {
         va: dst.addr,
         rkey: dst.rkey ^ 0x100,
     };
-    a.post_send(
-        ea.qpn,
-        SendWr::new(1, WrOp::Write(bad), vec![sge(&src, 0, 64)]),
-    )
-    .unwrap();
-    a.post_send(ea.qpn, SendWr::new(2, WrOp::Send, vec![sge(&src, 0, 8)]))
-        .unwrap();
+    post(&mut a, ea, 1, WrOp::Write(bad), sge(&src, 0, 64));
+    post(&mut a, ea, 2, WrOp::Send, sge(&src, 0, 8));
     shuttle(&mut a, &mut b, 0);
     let wcs = poll(&mut a, ea);
     assert_eq!(
-        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        ids_and_statuses(&wcs),
         vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
     );
     assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Err);
@@ -234,24 +212,12 @@ fn bad_rkey_is_remote_access_error_and_both_qps_err() {
 
 #[test]
 fn duplicate_read_is_re_executed() {
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let src = mr(&mut b, eb.pd, 2048);
     b.write_mr(src.lkey, src.addr, &[1u8; 2048]).unwrap();
     let land = mr(&mut a, ea.pd, 2048);
-    let remote = RemoteAddr {
-        va: src.addr,
-        rkey: src.rkey,
-    };
-    a.post_send(
-        ea.qpn,
-        SendWr::new(1, WrOp::Read(remote), vec![sge(&land, 0, 2048)]),
-    )
-    .unwrap();
+    let remote = remote(&src);
+    post(&mut a, ea, 1, WrOp::Read(remote), sge(&land, 0, 2048));
     let req = drain(&mut a);
     assert_eq!(req.len(), 1);
     b.handle_frame(0, &req[0]);
@@ -274,29 +240,19 @@ fn duplicate_read_is_re_executed() {
 
 #[test]
 fn duplicate_atomic_is_replayed_not_re_executed() {
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let word = mr(&mut b, eb.pd, 8);
     b.write_mr(word.lkey, word.addr, &100u64.to_ne_bytes())
         .unwrap();
     let result = mr(&mut a, ea.pd, 8);
-    let remote = RemoteAddr {
-        va: word.addr,
-        rkey: word.rkey,
-    };
-    a.post_send(
-        ea.qpn,
-        SendWr::new(
-            1,
-            WrOp::FetchAdd { remote, add: 1 },
-            vec![sge(&result, 0, 8)],
-        ),
-    )
-    .unwrap();
+    let remote = remote(&word);
+    post(
+        &mut a,
+        ea,
+        1,
+        WrOp::FetchAdd { remote, add: 1 },
+        sge(&result, 0, 8),
+    );
     let req = drain(&mut a);
     b.handle_frame(0, &req[0]);
     b.handle_frame(0, &req[0]);
@@ -318,24 +274,12 @@ fn duplicate_atomic_is_replayed_not_re_executed() {
 
 #[test]
 fn corrupted_frame_changes_nothing() {
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let src = mr(&mut a, ea.pd, 16);
     let dst = mr(&mut b, eb.pd, 16);
-    let remote = RemoteAddr {
-        va: dst.addr,
-        rkey: dst.rkey,
-    };
+    let remote = remote(&dst);
     a.write_mr(src.lkey, src.addr, &[9u8; 16]).unwrap();
-    a.post_send(
-        ea.qpn,
-        SendWr::new(1, WrOp::Write(remote), vec![sge(&src, 0, 16)]),
-    )
-    .unwrap();
+    post(&mut a, ea, 1, WrOp::Write(remote), sge(&src, 0, 16));
     let mut f = drain(&mut a).remove(0);
     let n = f.len();
     f[n - 10] ^= 0xFF; // a payload byte
@@ -347,23 +291,11 @@ fn corrupted_frame_changes_nothing() {
 
 #[test]
 fn sequence_nak_once_per_gap_and_go_back_n() {
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let src = mr(&mut a, ea.pd, 4096);
     let dst = mr(&mut b, eb.pd, 4096);
-    let remote = RemoteAddr {
-        va: dst.addr,
-        rkey: dst.rkey,
-    };
-    a.post_send(
-        ea.qpn,
-        SendWr::new(1, WrOp::Write(remote), vec![sge(&src, 0, 4096)]),
-    )
-    .unwrap();
+    let remote = remote(&dst);
+    post(&mut a, ea, 1, WrOp::Write(remote), sge(&src, 0, 4096));
     let frames = drain(&mut a);
     assert_eq!(frames.len(), 4);
     for f in &frames[1..] {
@@ -441,7 +373,7 @@ fn ud_send_and_receive() {
     shuttle(&mut a, &mut b, 0);
     let wcs = poll(&mut a, ea);
     assert_eq!(
-        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        ids_and_statuses(&wcs),
         vec![
             (10, WcStatus::Success),
             (11, WcStatus::LocLenErr),
@@ -460,31 +392,14 @@ fn ud_send_and_receive() {
 
 #[test]
 fn requests_are_marked_ect() {
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let src = mr(&mut a, ea.pd, 4096);
     let dst = mr(&mut b, eb.pd, 4096);
-    let remote = RemoteAddr {
-        va: dst.addr,
-        rkey: dst.rkey,
-    };
+    let remote = remote(&dst);
     recv(&mut b, eb, &dst, 1, 4096);
-    a.post_send(ea.qpn, SendWr::new(1, WrOp::Send, vec![sge(&src, 0, 8)]))
-        .unwrap();
-    a.post_send(
-        ea.qpn,
-        SendWr::new(2, WrOp::Write(remote), vec![sge(&src, 0, 2500)]),
-    )
-    .unwrap();
-    a.post_send(
-        ea.qpn,
-        SendWr::new(3, WrOp::Read(remote), vec![sge(&src, 0, 8)]),
-    )
-    .unwrap();
+    post(&mut a, ea, 1, WrOp::Send, sge(&src, 0, 8));
+    post(&mut a, ea, 2, WrOp::Write(remote), sge(&src, 0, 2500));
+    post(&mut a, ea, 3, WrOp::Read(remote), sge(&src, 0, 8));
     let frames = drain(&mut a);
     assert_eq!(frames.len(), 5, "SEND, three WRITE packets, READ request");
     for f in &frames {
@@ -504,29 +419,16 @@ fn ack_behind_unanswered_read_does_not_resend_the_acked_send() {
     // MR-REQ-4, MR-REQ-6: READ then SEND; the READ response is lost and the
     // ACK for the SEND arrives. The requester re-requests the READ only: the
     // SEND is acknowledged and is not retransmitted.
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let local = mr(&mut a, ea.pd, 64);
     let remote_mr = mr(&mut b, eb.pd, 64);
     b.write_mr(remote_mr.lkey, remote_mr.addr, &[0x5a; 32])
         .unwrap();
     let rbuf = mr(&mut b, eb.pd, 64);
     recv(&mut b, eb, &rbuf, 9, 64);
-    let remote = RemoteAddr {
-        va: remote_mr.addr,
-        rkey: remote_mr.rkey,
-    };
-    a.post_send(
-        ea.qpn,
-        SendWr::new(1, WrOp::Read(remote), vec![sge(&local, 0, 32)]),
-    )
-    .unwrap();
-    a.post_send(ea.qpn, SendWr::new(2, WrOp::Send, vec![sge(&local, 32, 4)]))
-        .unwrap();
+    let remote = remote(&remote_mr);
+    post(&mut a, ea, 1, WrOp::Read(remote), sge(&local, 0, 32));
+    post(&mut a, ea, 2, WrOp::Send, sge(&local, 32, 4));
     let requests = drain(&mut a);
     assert_eq!(requests.len(), 2, "READ request and SEND");
     for f in &requests {
@@ -627,44 +529,33 @@ fn unanswered_atomic_stays_in_responder_resources() {
     // answered, even when the responses of later READs have arrived
     // (found by the 10,000-message simulator run at 10 % loss: the retried
     // atomic was dropped as evicted and the QP failed with RETRY_EXC_ERR).
-    let Pair {
-        mut a,
-        mut b,
-        ea,
-        eb,
-    } = pair(Params::default());
+    let (mut a, mut b, ea, eb) = default_pair();
     let word = mr(&mut b, eb.pd, 8);
     b.write_mr(word.lkey, word.addr, &100u64.to_ne_bytes())
         .unwrap();
     let data = mr(&mut b, eb.pd, 64);
     let result = mr(&mut a, ea.pd, 8);
     let land = mr(&mut a, ea.pd, 64 * 8);
-    a.post_send(
-        ea.qpn,
-        SendWr::new(
-            0,
-            WrOp::FetchAdd {
-                remote: RemoteAddr {
-                    va: word.addr,
-                    rkey: word.rkey,
-                },
-                add: 1,
-            },
-            vec![sge(&result, 0, 8)],
-        ),
-    )
-    .unwrap();
+    post(
+        &mut a,
+        ea,
+        0,
+        WrOp::FetchAdd {
+            remote: remote(&word),
+            add: 1,
+        },
+        sge(&result, 0, 8),
+    );
     let reads = 64u64;
     for i in 1..=reads {
-        let remote = RemoteAddr {
-            va: data.addr,
-            rkey: data.rkey,
-        };
-        a.post_send(
-            ea.qpn,
-            SendWr::new(i, WrOp::Read(remote), vec![sge(&land, (i % 8) * 64, 64)]),
-        )
-        .unwrap();
+        let remote = remote(&data);
+        post(
+            &mut a,
+            ea,
+            i,
+            WrOp::Read(remote),
+            sge(&land, (i % 8) * 64, 64),
+        );
     }
     // The first three Atomic Acknowledges are lost; everything else is
     // delivered at once. The local ACK timeout is 262 µs.

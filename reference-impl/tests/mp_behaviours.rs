@@ -36,6 +36,36 @@ fn kind(frame: &[u8]) -> (Opcode, bool) {
     )
 }
 
+/// Moves frames both ways and, while A has fewer than `want` completions,
+/// fires the earliest timer of either device, from `now` on, for at most
+/// `rounds` rounds; returns A's completions.
+fn complete_with_timers(
+    a: &mut Device,
+    b: &mut Device,
+    ea: End,
+    mut now: u64,
+    want: usize,
+    rounds: usize,
+) -> Vec<WorkCompletion> {
+    let mut wcs = Vec::new();
+    for _ in 0..rounds {
+        shuttle(a, b, now);
+        wcs.extend(a.poll_cq(ea.cq, 16).unwrap());
+        if wcs.len() == want {
+            break;
+        }
+        let t = [a.poll_timeout(), b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("a timer while work is outstanding");
+        now = now.max(t);
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+    }
+    wcs
+}
+
 #[test]
 fn a_read_held_back_by_cwnd_is_not_re_requested_before_it_is_sent() {
     // MR-MPR-6, MR-MPR-7, MR-MPC-1, MR-MPA-10: a READ that has PSNs but
@@ -54,10 +84,7 @@ fn a_read_held_back_by_cwnd_is_not_re_requested_before_it_is_sent() {
     let rlen = len / 2;
     let land = a.reg_mr(ea.pd, rlen as usize, Access::LOCAL_WRITE).unwrap();
     let target = b.reg_mr(eb.pd, len as usize, Access::ALL).unwrap();
-    let remote = RemoteAddr {
-        va: target.addr,
-        rkey: target.rkey,
-    };
+    let remote = remote(&target);
     let sge = |m: &MrInfo, len: u64| Sge {
         addr: m.addr,
         len: len as u32,
@@ -96,24 +123,11 @@ fn a_read_held_back_by_cwnd_is_not_re_requested_before_it_is_sent() {
     for f in &held {
         b.handle_frame(now, f);
     }
-    let mut wcs = Vec::new();
-    for _ in 0..100_000 {
-        shuttle(&mut a, &mut b, now);
-        wcs.extend(a.poll_cq(ea.cq, 16).unwrap());
-        if wcs.len() == 2 {
-            break;
-        }
-        let t = [a.poll_timeout(), b.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
-            .expect("a timer while work is outstanding");
-        now = now.max(t);
-        a.handle_timeout(now);
-        b.handle_timeout(now);
-    }
-    let ids: Vec<(u64, WcStatus)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
-    assert_eq!(ids, [(1, WcStatus::Success), (2, WcStatus::Success)]);
+    let wcs = complete_with_timers(&mut a, &mut b, ea, now, 2, 100_000);
+    assert_eq!(
+        ids_and_statuses(&wcs),
+        [(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
     let mut image = bytes[..wlen as usize].to_vec();
     image.resize(rlen as usize, 0);
     assert!(b.read_mr(target.lkey, target.addr, rlen).unwrap() == &image[..]);
@@ -143,15 +157,9 @@ fn an_acknowledged_atomic_resent_after_the_rto_is_no_loss() {
         len,
         lkey: m.lkey,
     };
-    let write = WrOp::Write(RemoteAddr {
-        va: target.addr,
-        rkey: target.rkey,
-    });
+    let write = WrOp::Write(remote(&target));
     let add = WrOp::FetchAdd {
-        remote: RemoteAddr {
-            va: word.addr,
-            rkey: word.rkey,
-        },
+        remote: remote(&word),
         add: 1,
     };
     a.post_send(ea.qpn, SendWr::new(1, write, vec![sge(&src, 8192)]))
@@ -163,25 +171,11 @@ fn an_acknowledged_atomic_resent_after_the_rto_is_no_loss() {
     for f in &first[1..] {
         b.handle_frame(0, f); // the WRITE's first packet is lost
     }
-    let mut now = 0;
-    let mut wcs = Vec::new();
-    for _ in 0..10_000 {
-        shuttle(&mut a, &mut b, now);
-        wcs.extend(a.poll_cq(ea.cq, 16).unwrap());
-        if wcs.len() == 2 {
-            break;
-        }
-        let t = [a.poll_timeout(), b.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
-            .expect("a timer while work is outstanding");
-        now = now.max(t);
-        a.handle_timeout(now);
-        b.handle_timeout(now);
-    }
-    let ids: Vec<(u64, WcStatus)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
-    assert_eq!(ids, [(1, WcStatus::Success), (2, WcStatus::Success)]);
+    let wcs = complete_with_timers(&mut a, &mut b, ea, 0, 2, 10_000);
+    assert_eq!(
+        ids_and_statuses(&wcs),
+        [(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
     assert_eq!(
         a.read_mr(result.lkey, result.addr, 8).unwrap(),
         &100u64.to_ne_bytes()
@@ -251,12 +245,10 @@ fn later_reads_responses_reveal_a_lost_last_response() {
         b.handle_frame(0, f);
     }
     shuttle(&mut a, &mut b, 0);
-    let wcs: Vec<(u64, WcStatus)> = a
-        .poll_cq(ea.cq, 16)
-        .unwrap()
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
-    assert_eq!(wcs, [(1, WcStatus::Success), (2, WcStatus::Success)]);
+    let wcs = a.poll_cq(ea.cq, 16).unwrap();
+    assert_eq!(
+        ids_and_statuses(&wcs),
+        [(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
     assert!(a.read_mr(land.lkey, land.addr, 6 * 4096).unwrap() == &bytes[..]);
 }

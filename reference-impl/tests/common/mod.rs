@@ -5,6 +5,8 @@ use core::net::Ipv4Addr;
 use metaroce_ref::sim::{Impairments, Network};
 use metaroce_ref::*;
 
+pub mod mixed;
+
 pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xA];
 pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xB];
 pub const IP_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -123,6 +125,19 @@ pub fn connect(
     dev.modify_qp(me.qpn, QpState::Rtr, &rtr_attrs(peer, peer_ip, peer_mac, p))
         .unwrap();
     to_rts(dev, me, p);
+}
+
+/// The address and key of all of `m` for a remote operation.
+pub fn remote(m: &MrInfo) -> RemoteAddr {
+    RemoteAddr {
+        va: m.addr,
+        rkey: m.rkey,
+    }
+}
+
+/// (work request ID, status) of each completion, in order.
+pub fn ids_and_statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
 }
 
 /// Two devices with a connected RC pair; A's PSNs start near the wrap.
