@@ -431,6 +431,16 @@ fn the_declared_maxima_bound_the_parameters() {
 
 // ------------------------------------------------------------ end to end
 
+/// The hex `read_mr` answers for `length` bytes at `offset` of the region
+/// `mr` (a `reg_mr` answer) registered.
+fn read_hex(a: &mut Agent, mr: &Value, offset: u64, length: u64) -> String {
+    let got = ok(
+        a,
+        json!({"op": "read_mr", "mr": mr["mr"], "offset": offset, "length": length}),
+    );
+    got["hex"].as_str().unwrap().to_owned()
+}
+
 /// One frame on the cable.
 #[derive(Clone, Debug)]
 struct Seen {
@@ -636,17 +646,11 @@ fn two_agents_exchange_mp_traffic_beside_a_base_pair() {
         json!({"op": "read_mr", "mr": sb.mr["mr"], "length": 5000}),
     );
     assert_eq!(got["hex"].as_str().unwrap(), &data[..10_000]);
-    let written = ok(
-        &mut b,
-        json!({"op": "read_mr", "mr": sb.mr["mr"], "offset": 10_000, "length": 4000}),
-    );
-    assert_eq!(written["hex"].as_str().unwrap(), &data[2000..10_000]);
-    let read_back = ok(
-        &mut a,
-        json!({"op": "read_mr", "mr": sa.mr["mr"], "offset": 20_000, "length": 4000}),
-    );
+    let written = read_hex(&mut b, &sb.mr, 10_000, 4000);
+    assert_eq!(written, &data[2000..10_000]);
+    let read_back = read_hex(&mut a, &sa.mr, 20_000, 4000);
     assert_eq!(
-        read_back["hex"], written["hex"],
+        read_back, written,
         "MR-MPP-7: the READ sees the earlier WRITE"
     );
 
@@ -706,26 +710,14 @@ fn two_agents_exchange_mp_traffic_beside_a_base_pair() {
         (ca[3]["opcode"].clone(), ca[3]["imm"].clone()),
         (json!("recv_rdma_with_imm"), json!(99))
     );
-    let olds = ok(
-        &mut a,
-        json!({"op": "read_mr", "mr": sa.mr["mr"], "offset": 50_000, "length": 16}),
-    );
-    assert_eq!(olds["hex"], "07000000000000000c00000000000000");
-    let word = ok(
-        &mut b,
-        json!({"op": "read_mr", "mr": sb.mr["mr"], "offset": 50_000, "length": 8}),
-    );
-    assert_eq!(word["hex"], "2800000000000000");
-    let moved = ok(
-        &mut a,
-        json!({"op": "read_mr", "mr": sa.mr["mr"], "offset": 30_000, "length": 3000}),
-    );
-    assert_eq!(moved["hex"].as_str().unwrap(), &data[..6000]);
-    let base = ok(
-        &mut b,
-        json!({"op": "read_mr", "mr": sb.mr["mr"], "offset": 40_000, "length": 3000}),
-    );
-    assert_eq!(base["hex"].as_str().unwrap(), &data[..6000]);
+    let olds = read_hex(&mut a, &sa.mr, 50_000, 16);
+    assert_eq!(olds, "07000000000000000c00000000000000");
+    let word = read_hex(&mut b, &sb.mr, 50_000, 8);
+    assert_eq!(word, "2800000000000000");
+    let moved = read_hex(&mut a, &sa.mr, 30_000, 3000);
+    assert_eq!(moved, &data[..6000]);
+    let base = read_hex(&mut b, &sb.mr, 40_000, 3000);
+    assert_eq!(base, &data[..6000]);
 
     // Every frame of the MP pair has an MP opcode and a source port of its
     // sender's set; every frame of the Base pair an RC opcode and the QP's
@@ -876,9 +868,6 @@ fn losses_on_mp_qps_show_in_the_agents_counters() {
         json!({"op": "read_mr", "mr": sb.mr["mr"], "length": 6000}),
     );
     assert_eq!(at_b["hex"].as_str().unwrap(), &data[..12_000]);
-    let at_b = ok(
-        &mut b,
-        json!({"op": "read_mr", "mr": sb.mr["mr"], "offset": 8192, "length": 4000}),
-    );
-    assert_eq!(at_b["hex"].as_str().unwrap(), &data[..8000]);
+    let at_b = read_hex(&mut b, &sb.mr, 8192, 4000);
+    assert_eq!(at_b, &data[..8000]);
 }

@@ -366,6 +366,23 @@ fn answered(opcode: Opcode, psn: u32, syndrome: u8) -> Owned {
     r
 }
 
+/// `r` with AckReq set.
+fn with_ack_req(mut r: Owned) -> Owned {
+    r.bth.ack_req = true;
+    r
+}
+
+/// A READ Request at `psn` with AckReq for `len` bytes from `va` (R_Key 7).
+fn read_request(psn: u32, va: u64, len: u32) -> Owned {
+    let mut rd = with_ack_req(bare(Opcode::RC_READ_REQUEST, psn));
+    rd.ext.reth = Some(metaroce_codec::ext::RethRepr {
+        va,
+        rkey: 7,
+        dma_len: len,
+    });
+    rd
+}
+
 #[test]
 fn read_gap_then_re_request_mr_read_7_mr_req_4_not_mr_req_6() {
     // A READ of 3000 B (PSNs 0–2) and a SEND (PSN 3). READ Response First
@@ -374,15 +391,8 @@ fn read_gap_then_re_request_mr_read_7_mr_req_4_not_mr_req_6() {
     // ("MR-REQ-4"): re-requesting from PSN 1 is no retransmission of an
     // acknowledged PSN (MR-REQ-6), as rxe does in read_bw_loss10_both.
     let mut j = judge(Some(1024));
-    let mut rd = bare(Opcode::RC_READ_REQUEST, 0);
-    rd.bth.ack_req = true;
-    rd.ext.reth = Some(metaroce_codec::ext::RethRepr {
-        va: 0x1000,
-        rkey: 7,
-        dma_len: 3000,
-    });
-    let mut send = bare(Opcode::RC_SEND_ONLY, 3);
-    send.bth.ack_req = true;
+    let rd = read_request(0, 0x1000, 3000);
+    let mut send = with_ack_req(bare(Opcode::RC_SEND_ONLY, 3));
     send.payload = vec![0; 8];
     assert_eq!(feed(&mut j, &[rd.clone(), send]), vec![]);
     j.on_response(
@@ -413,13 +423,7 @@ fn first_read_response_lost_then_re_request_not_mr_req_6() {
     // Found by the differential fuzz target (the judge took the Middle as
     // acknowledging PSNs 0–1 while no ACK had come yet).
     let mut j = judge(Some(1024));
-    let mut rd = bare(Opcode::RC_READ_REQUEST, 0);
-    rd.bth.ack_req = true;
-    rd.ext.reth = Some(metaroce_codec::ext::RethRepr {
-        va: 0x1000,
-        rkey: 7,
-        dma_len: 3000,
-    });
+    let rd = read_request(0, 0x1000, 3000);
     assert_eq!(feed(&mut j, std::slice::from_ref(&rd)), vec![]);
     j.on_response(&bare(Opcode::RC_READ_RESPONSE_MIDDLE, 1).pkt(), None);
     assert_eq!(ids(&feed(&mut j, &[rd])), Vec::<&str>::new(), "MR-REQ-6");
@@ -432,16 +436,14 @@ fn atomic_ack_lost_then_atomic_retried_mr_req_4_not_mr_req_6() {
     // lost and must be retried, so resending PSN 0 is no retransmission of
     // an acknowledged PSN (MR-REQ-6). Found by the differential fuzz target.
     let mut j = judge(Some(1024));
-    let mut fa = bare(Opcode::RC_FETCH_ADD, 0);
-    fa.bth.ack_req = true;
+    let mut fa = with_ack_req(bare(Opcode::RC_FETCH_ADD, 0));
     fa.ext.atomic_eth = Some(metaroce_codec::ext::AtomicEthRepr {
         va: 0x1000,
         rkey: 7,
         swap_add: 1,
         compare: 0,
     });
-    let mut send = bare(Opcode::RC_SEND_ONLY, 1);
-    send.bth.ack_req = true;
+    let send = with_ack_req(bare(Opcode::RC_SEND_ONLY, 1));
     assert_eq!(feed(&mut j, &[fa.clone(), send]), vec![]);
     j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
     assert_eq!(ids(&feed(&mut j, &[fa])), Vec::<&str>::new(), "MR-REQ-4");
@@ -458,8 +460,7 @@ fn nak_before_the_window_is_dropped_mr_req_9_not_mr_qp_5() {
     assert_eq!(feed(&mut j, &pkts), vec![]);
     j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
     j.on_response(&answered(Opcode::RC_ACK, 0, 0x62).pkt(), None);
-    let mut next = bare(Opcode::RC_SEND_ONLY, 2);
-    next.bth.ack_req = true;
+    let next = with_ack_req(bare(Opcode::RC_SEND_ONLY, 2));
     assert_eq!(ids(&feed(&mut j, &[next])), Vec::<&str>::new(), "MR-REQ-9");
 }
 

@@ -34,6 +34,18 @@ fn cnp_findings(f: &[ConversationFinding]) -> Vec<(&'static str, Vec<u64>, Sever
         .collect()
 }
 
+/// Judges `p` under `cfg` and checks that its CNP findings are `want`
+/// (every finding is shown when they are not).
+#[track_caller]
+fn assert_cnp_findings(
+    cfg: ConversationConfig,
+    p: &[(Pkt, u64, u8)],
+    want: Vec<(&'static str, Vec<u64>, Severity)>,
+) {
+    let f = run_timed(cfg, p).1;
+    assert_eq!(cnp_findings(&f), want, "{f:#?}");
+}
+
 #[test]
 fn a_cnp_within_the_delay_answers_a_mark() {
     // "MR-CNP-1": the SEND arrives CE-marked; B answers with a CNP to the
@@ -45,8 +57,7 @@ fn a_cnp_within_the_delay_answers_a_mark() {
         (send(101), 100 * US, 0),
         (ack(101, 2), 101 * US, 0),
     ];
-    let f = run_timed(cfg(), &p).1;
-    assert_eq!(cnp_findings(&f), vec![], "{f:#?}");
+    assert_cnp_findings(cfg(), &p, vec![]);
 }
 
 #[test]
@@ -59,18 +70,13 @@ fn a_skipped_cnp_is_mr_cnp_1() {
         (send(101), 100 * US, 0),
         (ack(101, 2), 101 * US, 0),
     ];
-    let f = run_timed(cfg(), &p).1;
-    assert_eq!(
-        cnp_findings(&f),
-        vec![("MR-CNP-1", vec![1], Severity::Must)],
-        "{f:#?}"
-    );
+    assert_cnp_findings(cfg(), &p, vec![("MR-CNP-1", vec![1], Severity::Must)]);
 }
 
 #[test]
 fn a_capture_that_ends_before_the_deadline_is_not_judged() {
     let p = [(send(100), 0, 3), (ack(100, 1), US, 0)];
-    assert_eq!(cnp_findings(&run_timed(cfg(), &p).1), vec![]);
+    assert_cnp_findings(cfg(), &p, vec![]);
 }
 
 #[test]
@@ -86,17 +92,11 @@ fn marks_within_the_interval_are_paced() {
         p.push((send(101 + i as u32), t * US, 3));
         p.push((ack(101 + i as u32, 2 + i as u32), (t + 1) * US, 0));
     }
-    let f = run_timed(cfg(), &p).1;
-    assert_eq!(cnp_findings(&f), vec![], "{f:#?}");
+    assert_cnp_findings(cfg(), &p, vec![]);
     p.push((send(103), 70 * US, 3));
     p.push((ack(103, 4), 71 * US, 0));
     p.push((send(104), 200 * US, 0));
-    let f = run_timed(cfg(), &p).1;
-    assert_eq!(
-        cnp_findings(&f),
-        vec![("MR-CNP-1", vec![8], Severity::Must)],
-        "{f:#?}"
-    );
+    assert_cnp_findings(cfg(), &p, vec![("MR-CNP-1", vec![8], Severity::Must)]);
 }
 
 #[test]
@@ -109,12 +109,7 @@ fn two_cnps_within_the_interval_are_mr_cnp_2() {
         (cnp(0x11), 15 * US, 0),
         (ack(101, 2), 16 * US, 0),
     ];
-    let f = run_timed(cfg(), &p).1;
-    assert_eq!(
-        cnp_findings(&f),
-        vec![("MR-CNP-2", vec![5, 3], Severity::Must)],
-        "{f:#?}"
-    );
+    assert_cnp_findings(cfg(), &p, vec![("MR-CNP-2", vec![5, 3], Severity::Must)]);
 }
 
 #[test]
@@ -127,7 +122,7 @@ fn a_mark_before_the_requester_qpn_is_known_is_answered_by_its_cnp() {
         (send(101), 100 * US, 0),
         (ack(101, 2), 101 * US, 0),
     ];
-    assert_eq!(cnp_findings(&run_timed(cfg(), &p).1), vec![]);
+    assert_cnp_findings(cfg(), &p, vec![]);
 }
 
 #[test]
@@ -139,25 +134,18 @@ fn the_tolerance_widens_the_deadline_and_lossy_makes_it_information() {
         (send(101), 100 * US, 0),
         (ack(101, 2), 101 * US, 0),
     ];
-    let f = run_timed(cfg(), &p).1;
-    assert_eq!(
-        cnp_findings(&f),
-        vec![("MR-CNP-1", vec![1], Severity::Must)],
-        "15 µs is late: {f:#?}"
-    );
+    // 15 µs is late.
+    assert_cnp_findings(cfg(), &p, vec![("MR-CNP-1", vec![1], Severity::Must)]);
     let tolerant = ConversationConfig {
         tolerance_ns: 10 * US,
         ..cfg()
     };
-    assert_eq!(cnp_findings(&run_timed(tolerant, &p).1), vec![]);
+    assert_cnp_findings(tolerant, &p, vec![]);
     let lossy = ConversationConfig {
         lossy: true,
         ..cfg()
     };
-    assert_eq!(
-        cnp_findings(&run_timed(lossy, &p).1),
-        vec![("MR-CNP-1", vec![1], Severity::Info)]
-    );
+    assert_cnp_findings(lossy, &p, vec![("MR-CNP-1", vec![1], Severity::Info)]);
 }
 
 #[test]
@@ -171,14 +159,9 @@ fn acks_and_undeclared_generation_owe_nothing() {
         (ack(101, 2), 101 * US, 0),
         (send(102), 200 * US, 0),
     ];
-    let f = run_timed(cfg(), &p).1;
-    assert_eq!(
-        cnp_findings(&f),
-        vec![("MR-CNP-1", vec![3], Severity::Must)],
-        "{f:#?}"
-    );
+    assert_cnp_findings(cfg(), &p, vec![("MR-CNP-1", vec![3], Severity::Must)]);
     let off = ConversationConfig { np: None, ..cfg() };
-    assert_eq!(cnp_findings(&run_timed(off, &p).1), vec![]);
+    assert_cnp_findings(off, &p, vec![]);
 }
 
 #[test]
@@ -195,10 +178,5 @@ fn a_cnp_to_an_mp_qp_is_mr_cnp_6() {
     let ackp = wire(crate::model::mp::testutil::ack(7, s));
     let mp_ack = Pkt::of(&ackp.0, B, A);
     let p = [(mp_req, 0, 3), (mp_ack, US, 0), (cnp(0x22), 2 * US, 0)];
-    let f = run_timed(cfg(), &p).1;
-    assert_eq!(
-        cnp_findings(&f),
-        vec![("MR-CNP-6", vec![3], Severity::Must)],
-        "{f:#?}"
-    );
+    assert_cnp_findings(cfg(), &p, vec![("MR-CNP-6", vec![3], Severity::Must)]);
 }

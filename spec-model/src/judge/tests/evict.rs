@@ -46,23 +46,13 @@ fn the_table_of_open_connections_is_bounded() {
         let mut a = ack(100, 1);
         a.bth.dest_qp = 0x10_0000 + i;
         for (k, q) in [req, a].iter().enumerate() {
-            let meta = PacketMeta {
-                frame: u64::from(i) * 2 + k as u64 + 1,
-                timestamp_ns: u64::from(i) * 1000 + k as u64,
-                src: q.src,
-                dst: q.dst,
-                udp_src_port: 0xC000,
-                ecn: 0,
-                icrc_valid: true,
-            };
-            let pkt = RocePacket {
-                bth: q.bth,
-                ext: q.ext,
-                payload: &q.payload,
-                pad: &[],
-                icrc: [0; 4],
-            };
-            let f = j.on_packet(&meta, &pkt);
+            let f = judge_packet(
+                &mut j,
+                q,
+                u64::from(i) * 2 + k as u64 + 1,
+                u64::from(i) * 1000 + k as u64,
+                0,
+            );
             assert!(f.is_empty(), "connection {i}: {f:#?}");
         }
         assert!(j.open_connections() <= MAX_CONNECTIONS);

@@ -111,6 +111,34 @@ fn run_with(
     run_timed(cfg, &timed)
 }
 
+/// Judges `p` as frame `frame`, captured at `ts` ns with ECN code point
+/// `ecn` and a valid ICRC; returns what `on_packet` finds.
+fn judge_packet(
+    j: &mut ConversationJudge,
+    p: &Pkt,
+    frame: u64,
+    ts: u64,
+    ecn: u8,
+) -> Vec<ConversationFinding> {
+    let meta = PacketMeta {
+        frame,
+        timestamp_ns: ts,
+        src: p.src,
+        dst: p.dst,
+        udp_src_port: p.udp_src_port,
+        ecn,
+        icrc_valid: true,
+    };
+    let pkt = RocePacket {
+        bth: p.bth,
+        ext: p.ext,
+        payload: &p.payload,
+        pad: &[],
+        icrc: [0; 4],
+    };
+    j.on_packet(&meta, &pkt)
+}
+
 /// Judges packets with their capture times (ns) and ECN code points; frame
 /// numbers count from 1.
 fn run_timed(
@@ -120,23 +148,7 @@ fn run_timed(
     let mut j = ConversationJudge::new(cfg);
     let mut all = Vec::new();
     for (i, (p, ts, ecn)) in pkts.iter().enumerate() {
-        let meta = PacketMeta {
-            frame: i as u64 + 1,
-            timestamp_ns: *ts,
-            src: p.src,
-            dst: p.dst,
-            udp_src_port: p.udp_src_port,
-            ecn: *ecn,
-            icrc_valid: true,
-        };
-        let pkt = RocePacket {
-            bth: p.bth,
-            ext: p.ext,
-            payload: &p.payload,
-            pad: &[],
-            icrc: [0; 4],
-        };
-        all.extend(j.on_packet(&meta, &pkt));
+        all.extend(judge_packet(&mut j, p, i as u64 + 1, *ts, *ecn));
     }
     all.extend(j.finish());
     (j, all)
@@ -368,23 +380,11 @@ fn pending_queue_is_bounded() {
     };
     let mut j = ConversationJudge::new(cfg);
     for (i, q) in p.iter().enumerate() {
-        let meta = PacketMeta {
-            frame: i as u64,
-            timestamp_ns: 0,
-            src: q.src,
-            dst: q.dst,
+        let q = Pkt {
             udp_src_port: 1,
-            ecn: 3,
-            icrc_valid: true,
+            ..q.clone()
         };
-        let pkt = RocePacket {
-            bth: q.bth,
-            ext: q.ext,
-            payload: &q.payload,
-            pad: &[],
-            icrc: [0; 4],
-        };
-        j.on_packet(&meta, &pkt);
+        judge_packet(&mut j, &q, i as u64, 0, 3);
         assert!(j.pending() <= MAX_PENDING);
     }
     assert_eq!(j.connections()[0].ce_marked, MAX_PENDING as u64 + 50);

@@ -108,23 +108,13 @@ fn memory_stays_bounded_over_a_long_stream() {
     let mut j = ConversationJudge::new(cfg());
     for i in 0..20_000u32 {
         for (k, q) in [data(i, false), sack(i, i + 1, 0)].iter().enumerate() {
-            let meta = PacketMeta {
-                frame: u64::from(i) * 2 + k as u64 + 1,
-                timestamp_ns: u64::from(i) * 1000 + k as u64,
-                src: q.src,
-                dst: q.dst,
-                udp_src_port: q.udp_src_port,
-                ecn: 0,
-                icrc_valid: true,
-            };
-            let pkt = RocePacket {
-                bth: q.bth,
-                ext: q.ext,
-                payload: &q.payload,
-                pad: &[],
-                icrc: [0; 4],
-            };
-            let f = j.on_packet(&meta, &pkt);
+            let f = judge_packet(
+                &mut j,
+                q,
+                u64::from(i) * 2 + k as u64 + 1,
+                u64::from(i) * 1000 + k as u64,
+                0,
+            );
             assert!(f.is_empty(), "{f:#?}");
         }
         assert!(j.pending() <= 1);
