@@ -172,7 +172,10 @@ impl PayloadMark {
     /// meant for the rare comparison, not for every packet.
     pub fn payload_crc(&self) -> u32 {
         let mut shifted = crc32fast::Hasher::new_with_initial_len(self.before, 0);
-        shifted.combine(&crc32fast::Hasher::new_with_initial_len(0, u64::from(self.len)));
+        shifted.combine(&crc32fast::Hasher::new_with_initial_len(
+            0,
+            u64::from(self.len),
+        ));
         self.through ^ shifted.finalize()
     }
 

@@ -560,14 +560,16 @@ impl ResponderSide {
     /// without the whole model (the same single branch: its state and an
     /// optional ACK), and consecutive ones share one queued run.
     fn admit(&mut self, st: &ResponderState, stored: Stored, pkt: &RocePacket<'_>, out: &mut Out) {
-        let entry = match st.continuation(pkt) {
-            Some((next, ack)) => {
+        let entry = match st.continuation_state(pkt) {
+            Some(next) => {
                 if let Some(tail) = self.pending.back_mut()
                     && tail.extend(&stored, &next)
                 {
                     self.state = Some(next);
                     return;
                 }
+                // The run's Acknowledge, built once per run.
+                let ack = next.continuation_ack(pkt.bth.psn);
                 Entry::run(stored, next, ack)
             }
             None => Entry::new(stored, st.branches_deferred(pkt)),

@@ -254,7 +254,10 @@ fn mr_req_5_from_payload_marks() {
     };
     let mut j = judge(Some(1024));
     assert!(feed_marked(&mut j, &pkts).is_empty());
-    assert!(feed_marked(&mut j, &pkts).is_empty(), "identical retransmissions");
+    assert!(
+        feed_marked(&mut j, &pkts).is_empty(),
+        "identical retransmissions"
+    );
 
     for flip in [0, 9] {
         let mut j = judge(Some(1024));
