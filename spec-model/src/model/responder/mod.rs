@@ -282,7 +282,7 @@ impl ResponderState {
                     Ok(branch) => branch,
                     Err(fail) => nak::rc_fail(&arrived, packet, fail),
                 };
-                let later = (!eval.maybe.is_empty()).then(|| DeferredFails {
+                let later = (!eval.maybe.is_empty()).then_some(DeferredFails {
                     arrived,
                     fails: eval.maybe,
                 });
