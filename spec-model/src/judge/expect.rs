@@ -188,6 +188,13 @@ struct Later {
     learned: Option<Msn>,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests only: build every branch at once (as before branches were
+    /// deferred), to compare the findings with and without deferral.
+    pub(super) static EAGER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Whether the branch of failure `f` cannot take response `r` (its only
 /// packet, if any, carries a syndrome `r` does not).
 fn rejects(f: &Fail, r: &Resp) -> bool {
@@ -300,6 +307,10 @@ impl Entry {
                 })
             }),
         };
+        #[cfg(test)]
+        if EAGER.with(std::cell::Cell::get) {
+            e.materialize();
+        }
         e.chosen = e.best();
         e
     }
