@@ -19,6 +19,12 @@
 //!   that). The first AETH seen teaches the MSN the same way.
 //! - Responses to requests before the first one observed are not judged.
 //!
+//! Cost: the failure branches of an in-sequence request (RNR NAK, fatal
+//! NAKs, drops) are built only when something depends on them (see
+//! `Later`); a response that none of them can take (an ACK, say) rules them
+//! all out unbuilt. The findings are those of building every branch at once
+//! (`tests/deferred.rs` compares the two).
+//!
 //! Bounds: at most [`MAX_PENDING`] queued requests per connection; when more
 //! arrive with no response, the oldest is retired early, its Acknowledge
 //! obligations kept (PSN, frame, requirements only) in a list of at most
