@@ -88,6 +88,9 @@ enum Inspected<'a> {
     Decoded {
         frame: Frame<'a>,
         status: icrc::IcrcStatus,
+        /// The payload's mark, taken with the ICRC: the conversation judge
+        /// keeps it instead of a copy of the payload.
+        mark: Option<icrc::PayloadMark>,
         findings: Vec<Finding>,
     },
 }
@@ -117,11 +120,12 @@ impl Inspector {
         {
             return Inspection(Inspected::Filtered);
         }
-        let status = icrc::verify_wire(&frame, data);
+        let (status, mark) = icrc::verify_wire_marked(&frame, data);
         let findings = validate_frame(&frame, status, &self.ctx);
         Inspection(Inspected::Decoded {
             frame,
             status,
+            mark,
             findings,
         })
     }
@@ -277,7 +281,7 @@ impl Checker {
         inspection: Inspection<'_>,
     ) -> Vec<Reported> {
         self.summary.frames += 1;
-        let (frame, status, findings) = match inspection.0 {
+        let (frame, status, mark, findings) = match inspection.0 {
             Inspected::Skipped => return Vec::new(),
             Inspected::Filtered => {
                 self.summary.filtered += 1;
@@ -294,8 +298,9 @@ impl Checker {
             Inspected::Decoded {
                 frame,
                 status,
+                mark,
                 findings,
-            } => (frame, status, findings),
+            } => (frame, status, mark, findings),
         };
         if frame.roce.is_some() {
             self.summary.roce_frames += 1;
@@ -322,7 +327,7 @@ impl Checker {
         let Some(judge) = self.conversation.as_mut() else {
             return packet_reported(number, findings, vec![pkt.bth.dest_qp], None);
         };
-        let found = judge.on_packet(&meta, pkt);
+        let found = judge.on_packet_marked(&meta, pkt, mark);
         let mut all = if findings.is_empty() {
             Vec::new()
         } else {

@@ -13,6 +13,7 @@ use crate::model::qp::QpType;
 use crate::model::requester::QpType as RequesterQpType;
 use crate::model::requester::judge::{JudgeConfig, RequestStreamJudge};
 use crate::model::responder::{QpAttributes, ResponderState};
+use metaroce_codec::icrc::PayloadMark;
 use metaroce_codec::{Opcode, Psn, RocePacket};
 use std::net::IpAddr;
 
@@ -166,6 +167,7 @@ impl Connection {
         &mut self,
         meta: &PacketMeta,
         pkt: &RocePacket<'_>,
+        mark: Option<PayloadMark>,
         cfg: &ConversationConfig,
         out: &mut Vec<ConversationFinding>,
     ) {
@@ -191,7 +193,7 @@ impl Connection {
                 responder,
             } => (requester, responder),
         };
-        for f in requester.on_request(pkt, Some(meta.timestamp_ns)) {
+        for f in requester.on_request_marked(pkt, Some(meta.timestamp_ns), mark) {
             out.push(ConversationFinding {
                 finding: f,
                 frames: vec![meta.frame],

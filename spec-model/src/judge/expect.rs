@@ -19,6 +19,12 @@
 //!   that). The first AETH seen teaches the MSN the same way.
 //! - Responses to requests before the first one observed are not judged.
 //!
+//! Cost: the failure branches of an in-sequence request (RNR NAK, fatal
+//! NAKs, drops) are built only when something depends on them (see
+//! `Later`); a response that none of them can take (an ACK, say) rules them
+//! all out unbuilt. The findings are those of building every branch at once
+//! (`tests/deferred.rs` compares the two).
+//!
 //! Bounds: at most [`MAX_PENDING`] queued requests per connection; when more
 //! arrive with no response, the oldest is retired early, its Acknowledge
 //! obligations kept (PSN, frame, requirements only) in a list of at most
@@ -27,7 +33,7 @@
 use super::ConversationFinding;
 use super::response::{Mismatch, Resp, blame, describe_spec, is_plain_ack};
 use crate::Finding;
-use crate::model::responder::{Branch, NakState, ResponderState};
+use crate::model::responder::{Branch, DeferredFails, Fail, NakState, ResponderState};
 use crate::model::{Effect, Outcomes, PacketSpec};
 use metaroce_codec::ext::SyndromeKind;
 use metaroce_codec::{BthRepr, ExtHeaders, Msn, Psn, RocePacket};
@@ -169,6 +175,49 @@ struct Entry {
     /// A run of continuation packets (`req` is the first): the frame of
     /// each; empty for a single request.
     run_frames: Vec<u64>,
+    /// Failure branches not built yet: they follow `alts`, and are built
+    /// ([`Entry::materialize`]) as soon as anything depends on them.
+    later: Option<Box<Later>>,
+}
+
+/// The failure branches of a request that unknown state makes possible,
+/// deferred: each sends at most one packet (a NAK with its syndrome, an RNR
+/// NAK, or nothing for a drop), so whether one takes a response, and how many
+/// required responses it misses before any, is known without building it.
+#[derive(Clone, Debug)]
+struct Later {
+    fails: DeferredFails,
+    /// A response was given to the request, and none of these branches
+    /// takes it: they are all not viable (as they would be, built).
+    dead: bool,
+    /// The MSN taught to the request's branches while deferred.
+    learned: Option<Msn>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests only: build every branch at once (as before branches were
+    /// deferred), to compare the findings with and without deferral.
+    pub(super) static EAGER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the branch of failure `f` cannot take response `r` (its only
+/// packet, if any, carries a syndrome `r` does not).
+fn rejects(f: &Fail, r: &Resp) -> bool {
+    match f {
+        Fail::Drop { .. } => true,
+        Fail::Rnr => !r.syndrome.is_some_and(|s| (0x20..=0x3F).contains(&s.0)),
+        Fail::Nak { syndrome, .. } => r.syndrome != Some(*syndrome),
+    }
+}
+
+/// Required responses the branch of failure `f` misses before any response:
+/// a drop sends nothing, a NAK or RNR NAK is required.
+fn least_missing(f: &Fail) -> usize {
+    match f {
+        Fail::Drop { .. } => 0,
+        Fail::Rnr | Fail::Nak { .. } => 1,
+    }
 }
 
 impl Entry {
@@ -197,6 +246,7 @@ impl Entry {
             chosen: 0,
             observed: Vec::new(),
             run_frames: vec![frame],
+            later: None,
         }
     }
 
@@ -210,6 +260,7 @@ impl Entry {
             || self.req.bth.opcode != req.bth.opcode
             || self.req.bth.psn.add(n) != req.bth.psn
             || self.alts.len() != 1
+            || self.later.is_some()
         {
             return false;
         }
@@ -241,7 +292,9 @@ impl Entry {
             .collect()
     }
 
-    fn new(req: Stored, branches: Vec<Branch>) -> Self {
+    /// A request with its first branches and, deferred, the failure
+    /// branches after them ([`ResponderState::branches_deferred`]).
+    fn new(req: Stored, (branches, later): (Vec<Branch>, Option<DeferredFails>)) -> Self {
         let mut alts = Vec::new();
         for b in branches {
             Alt::of(b.state, b.outcomes, &mut alts);
@@ -252,28 +305,115 @@ impl Entry {
             chosen: 0,
             observed: Vec::new(),
             run_frames: Vec::new(),
+            later: later.map(|fails| {
+                Box::new(Later {
+                    fails,
+                    dead: false,
+                    learned: None,
+                })
+            }),
         };
+        #[cfg(test)]
+        if EAGER.with(std::cell::Cell::get) {
+            e.materialize();
+        }
         e.chosen = e.best();
         e
     }
 
-    /// The viable branch with the fewest required responses missing (the
-    /// first such).
-    fn best(&self) -> usize {
+    /// Builds the deferred failure branches, in the state they would be in
+    /// had they been built with the others: the responses given so far
+    /// replayed, the MSN learnt taught.
+    fn materialize(&mut self) {
+        let Some(later) = self.later.take() else {
+            return;
+        };
+        // A failure executes nothing: only the request's headers matter.
+        let pkt = RocePacket {
+            bth: self.req.bth,
+            ext: self.req.ext,
+            payload: &[],
+            pad: &[],
+            icrc: [0; 4],
+        };
+        let from = self.alts.len();
+        for b in later.fails.build(&pkt) {
+            Alt::of(b.state, b.outcomes, &mut self.alts);
+        }
+        for a in &mut self.alts[from..] {
+            if let Some(m) = later.learned {
+                a.state = a.state.learn_msn(m);
+            }
+            for r in &self.observed {
+                if !a.viable {
+                    break;
+                }
+                match a.slot(r) {
+                    Some(i) => {
+                        a.sends[i].got = Some(r.frame);
+                        a.cursor = i + 1;
+                    }
+                    None => a.viable = false,
+                }
+            }
+        }
+    }
+
+    /// The built viable branch with the fewest required responses missing
+    /// (the first such).
+    fn best_built(&self) -> Option<usize> {
         self.alts
             .iter()
             .enumerate()
             .filter(|(_, a)| a.viable)
             .min_by_key(|(i, a)| (a.missing(), *i))
-            .map_or(self.chosen, |(i, _)| i)
+            .map(|(i, _)| i)
     }
 
-    fn fits(&self, r: &Resp) -> bool {
-        self.alts.iter().any(|a| a.viable && a.slot(r).is_some())
+    /// The viable branch with the fewest required responses missing (the
+    /// first such). Deferred branches come after the built ones, so one of
+    /// them is best only when it misses fewer; then they are built.
+    fn best(&mut self) -> usize {
+        let built = self.best_built();
+        let least = self
+            .later
+            .as_ref()
+            .filter(|l| !l.dead)
+            .and_then(|l| l.fails.fails().iter().map(least_missing).min());
+        if let Some(least) = least
+            && built.is_none_or(|i| least < self.alts[i].missing())
+        {
+            self.materialize();
+            return self.best_built().unwrap_or(self.chosen);
+        }
+        built.unwrap_or(self.chosen)
+    }
+
+    /// Whether a deferred branch not known to be non-viable may take `r`.
+    fn later_may_take(&self, r: &Resp) -> bool {
+        self.later
+            .as_ref()
+            .is_some_and(|l| !l.dead && !l.fails.fails().iter().all(|f| rejects(f, r)))
+    }
+
+    fn fits(&mut self, r: &Resp) -> bool {
+        if self.alts.iter().any(|a| a.viable && a.slot(r).is_some()) {
+            return true;
+        }
+        if self.later_may_take(r) {
+            self.materialize();
+            return self.alts.iter().any(|a| a.viable && a.slot(r).is_some());
+        }
+        false
     }
 
     /// Gives `r` to this request; returns whether the chosen branch changed.
     fn attribute(&mut self, r: Resp) -> bool {
+        if self.later_may_take(&r) {
+            self.materialize();
+        } else if let Some(l) = self.later.as_mut() {
+            l.dead = true; // none takes `r`: not viable
+        }
         for a in &mut self.alts {
             if !a.viable {
                 continue;
@@ -437,17 +577,19 @@ impl ResponderSide {
     /// without the whole model (the same single branch: its state and an
     /// optional ACK), and consecutive ones share one queued run.
     fn admit(&mut self, st: &ResponderState, stored: Stored, pkt: &RocePacket<'_>, out: &mut Out) {
-        let entry = match st.continuation(pkt) {
-            Some((next, ack)) => {
+        let entry = match st.continuation_state(pkt) {
+            Some(next) => {
                 if let Some(tail) = self.pending.back_mut()
                     && tail.extend(&stored, &next)
                 {
                     self.state = Some(next);
                     return;
                 }
+                // The run's Acknowledge, built once per run.
+                let ack = next.continuation_ack(pkt.bth.psn);
                 Entry::run(stored, next, ack)
             }
-            None => Entry::new(stored, st.branches(pkt)),
+            None => Entry::new(stored, st.branches_deferred(pkt)),
         };
         self.push(entry, out);
     }
@@ -490,7 +632,7 @@ impl ResponderSide {
         let seq_nak = r
             .syndrome
             .is_some_and(|s| matches!(s.kind(), SyndromeKind::Nak { code: 0 }));
-        let fit = self.pending.iter().position(|e| e.fits(&r));
+        let fit = self.pending.iter_mut().position(|e| e.fits(&r));
         let Some(i) = fit.or_else(|| self.reinterpret(&r, out)) else {
             if self.retired_early.is_some_and(|p| !r.psn.is_after(p)) {
                 // It may answer a request retired early (beyond MAX_PENDING
@@ -579,6 +721,16 @@ impl ResponderSide {
     /// An acknowledgement of `psn` covers the plain-ACK obligations up to it.
     fn cover(&mut self, psn: Psn) {
         for e in &mut self.pending {
+            // Deferred NAK branches are no plain-ACK obligations (their
+            // syndromes are NAKs); built if one ever were.
+            if e.later.as_ref().is_some_and(|l| {
+                l.fails
+                    .fails()
+                    .iter()
+                    .any(|f| matches!(f, Fail::Nak { syndrome, .. } if syndrome.0 <= 0x1F))
+            }) {
+                e.materialize();
+            }
             for a in &mut e.alts {
                 for x in &mut a.sends {
                     if x.required
@@ -607,6 +759,9 @@ impl ResponderSide {
         if !self.lossy {
             return None;
         }
+        for e in &mut self.pending {
+            e.materialize();
+        }
         let saved = (self.pending.clone(), self.state.clone());
         let depth = self.pending.len().min(REINTERPRET_DEPTH);
         for j in 0..depth {
@@ -621,7 +776,7 @@ impl ResponderSide {
                 // Findings of a branch count only if the branch is kept.
                 let mut scratch = Out::new();
                 self.rebase(j, &mut scratch);
-                if let Some(i) = self.pending.iter().position(|e| e.fits(r)) {
+                if let Some(i) = self.pending.iter_mut().position(|e| e.fits(r)) {
                     out.append(&mut scratch);
                     return Some(i);
                 }
@@ -637,7 +792,7 @@ impl ResponderSide {
             }
             let mut scratch = Out::new();
             self.rebase(0, &mut scratch);
-            if let Some(i) = self.pending.iter().position(|e| e.fits(r)) {
+            if let Some(i) = self.pending.iter_mut().position(|e| e.fits(r)) {
                 out.append(&mut scratch);
                 return Some(i);
             }
@@ -678,8 +833,9 @@ impl ResponderSide {
 
     /// A queued request leaves the queue: its missing required responses are
     /// findings (`by`: the later response that shows they were skipped).
-    fn retire(&mut self, e: Entry, by: Option<u64>, early: bool, out: &mut Out) {
-        let alt = &e.alts[e.best()];
+    fn retire(&mut self, mut e: Entry, by: Option<u64>, early: bool, out: &mut Out) {
+        let best = e.best();
+        let alt = &e.alts[best];
         for x in alt
             .sends
             .iter()
@@ -725,6 +881,9 @@ impl ResponderSide {
 
     /// A response that fits no queued request.
     fn unexpected(&mut self, r: &Resp, out: &mut Out) {
+        for e in &mut self.pending {
+            e.materialize(); // every expectation is a candidate below
+        }
         if let Some(st) = self.state.as_ref()
             && st.nak == NakState::Sequence
             && r.syndrome
@@ -819,5 +978,10 @@ impl ResponderSide {
 fn learn(e: &mut Entry, m: Msn) {
     for a in &mut e.alts {
         a.state = a.state.learn_msn(m);
+    }
+    if let Some(l) = e.later.as_mut() {
+        // Deferred branches learn it when built (a later MSN would not
+        // change a known one).
+        l.learned.get_or_insert(m);
     }
 }

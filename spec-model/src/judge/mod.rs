@@ -67,6 +67,7 @@ use crate::model::mp::MpConfig;
 use crate::model::responder::Features;
 use cnp::{CnpJudge, Mark};
 use connection::Connection;
+use metaroce_codec::icrc::PayloadMark;
 use metaroce_codec::{Opcode, RocePacket, ServiceClass};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -259,6 +260,20 @@ impl ConversationJudge {
         meta: &PacketMeta,
         pkt: &RocePacket<'_>,
     ) -> Vec<ConversationFinding> {
+        self.on_packet_marked(meta, pkt, None)
+    }
+
+    /// [`Self::on_packet`] with the mark of the packet's payload taken while
+    /// its ICRC was checked
+    /// ([`verify_wire_marked`](metaroce_codec::icrc::verify_wire_marked)):
+    /// a request's payload is then kept as that mark, not copied, for
+    /// comparing its retransmissions with it (MR-REQ-5, by CRC-32).
+    pub fn on_packet_marked(
+        &mut self,
+        meta: &PacketMeta,
+        pkt: &RocePacket<'_>,
+        mark: Option<PayloadMark>,
+    ) -> Vec<ConversationFinding> {
         let mut out = Vec::new();
         self.advance(meta.timestamp_ns, &mut out);
         let op = pkt.bth.opcode;
@@ -278,7 +293,7 @@ impl ConversationJudge {
             if let Some(conn) = self.conns[idx].as_mut() {
                 let from = out.len();
                 conn.summary.ce_marked += u64::from(ce);
-                conn.on_request(meta, pkt, &self.cfg, &mut out);
+                conn.on_request(meta, pkt, mark, &self.cfg, &mut out);
                 conn.summary.findings += (out.len() - from) as u64;
                 conn.label(&mut out[from..]);
                 sender_qp = conn.summary.requester_qpn;

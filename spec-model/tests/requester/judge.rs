@@ -1,7 +1,8 @@
 //! RequestStreamJudge: conforming and broken observed request streams.
 
 use crate::common::*;
-use metaroce_codec::{Opcode, Psn};
+use metaroce_codec::icrc::{self, PayloadMark};
+use metaroce_codec::{Frame, Opcode, PacketBuilder, ParseOptions, Psn};
 use metaroce_spec::Finding;
 use metaroce_spec::model::requester::judge::{JudgeConfig, RequestStreamJudge};
 use metaroce_spec::model::requester::{
@@ -228,6 +229,52 @@ fn mr_req_5_and_6_retransmission_contents() {
     let mut again = vec![changed];
     again.extend(pkts[1..].iter().cloned());
     assert_eq!(ids(&feed(&mut j, &again)), vec!["MR-REQ-5"]);
+}
+
+/// The mark of `payload` that `icrc::verify_wire_marked` takes from a frame
+/// carrying it (the frame's headers do not matter to it).
+fn mark_of(payload: &[u8]) -> PayloadMark {
+    let bytes = PacketBuilder::new(Opcode::RC_SEND_ONLY)
+        .payload(payload.to_vec())
+        .build();
+    let frame = Frame::parse(&bytes, &ParseOptions::default()).expect("parses");
+    icrc::verify_wire_marked(&frame, &bytes).1.expect("RoCE")
+}
+
+/// MR-REQ-5 judged from payload marks (what `metaroce check` gives the
+/// judge instead of the payload's bytes): a changed payload is found, an
+/// unchanged one is not, as with copies.
+#[test]
+fn mr_req_5_from_payload_marks() {
+    let pkts = sends(4);
+    let feed_marked = |j: &mut RequestStreamJudge, pkts: &[Owned]| -> Vec<Finding> {
+        pkts.iter()
+            .flat_map(|p| j.on_request_marked(&p.pkt(), None, Some(mark_of(&p.payload))))
+            .collect()
+    };
+    let mut j = judge(Some(1024));
+    assert!(feed_marked(&mut j, &pkts).is_empty());
+    assert!(
+        feed_marked(&mut j, &pkts).is_empty(),
+        "identical retransmissions"
+    );
+
+    for flip in [0, 9] {
+        let mut j = judge(Some(1024));
+        feed_marked(&mut j, &pkts);
+        let mut changed = pkts[0].clone();
+        changed.payload[flip] ^= 0x01;
+        let mut again = vec![changed];
+        again.extend(pkts[1..].iter().cloned());
+        assert_eq!(ids(&feed_marked(&mut j, &again)), vec!["MR-REQ-5"]);
+    }
+
+    // A mark of another length than the payload's is not used: the copy is.
+    let mut j = judge(Some(1024));
+    for p in &pkts {
+        j.on_request_marked(&p.pkt(), None, Some(mark_of(&p.payload[1..])));
+    }
+    assert!(feed(&mut j, &pkts).is_empty());
 }
 
 /// MR-TMR-1, MR-TMR-2, MR-TMR-3: a timeout retry earlier than T, later than

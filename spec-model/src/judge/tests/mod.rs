@@ -1,9 +1,11 @@
 //! Unit tests of the conversation judge: pipelining, ACK coalescing,
 //! skipped and unexpected responses, MSN learning, branch choice, pairing,
 //! mid-conversation starts, bounds and hostile input; CNPs against CE marks
-//! (`cnp.rs`), MP connections (`mp.rs`), closing idle connections (`evict.rs`).
+//! (`cnp.rs`), MP connections (`mp.rs`), closing idle connections (`evict.rs`),
+//! deferred failure branches against eager ones (`deferred.rs`).
 
 mod cnp;
+mod deferred;
 mod evict;
 mod mp;
 

@@ -21,6 +21,14 @@ impl ResponderState {
     /// state after it and the Acknowledge it allows (MR-ACK-5, with the MSN
     /// and PSN MR-ACK-2 asks for); `None` for any other packet.
     pub fn continuation(&self, pkt: &RocePacket<'_>) -> Option<(ResponderState, PacketSpec)> {
+        let next = self.continuation_state(pkt)?;
+        let spec = next.continuation_ack(pkt.bth.psn);
+        Some((next, spec))
+    }
+
+    /// The state part of [`Self::continuation`]: for a judge that already
+    /// holds the Acknowledge a run of continuation packets allows.
+    pub fn continuation_state(&self, pkt: &RocePacket<'_>) -> Option<ResponderState> {
         let op = pkt.bth.opcode;
         if self.qp_type != QpType::Rc
             || self.nak != NakState::None
@@ -61,8 +69,13 @@ impl ResponderState {
         let mut next = self.clone();
         next.epsn = pkt.bth.psn.add(1);
         next.in_progress = Knowledge::Known(Some(progress));
-        let spec = ack::ack(&next, pkt.bth.psn); // "MR-ACK-5", "MR-ACK-2"
-        Some((next, spec))
+        Some(next)
+    }
+
+    /// The Acknowledge of [`Self::continuation`] for the continuation packet
+    /// at `psn` that led to this state.
+    pub fn continuation_ack(&self, psn: metaroce_codec::Psn) -> PacketSpec {
+        ack::ack(self, psn) // "MR-ACK-5", "MR-ACK-2"
     }
 }
 

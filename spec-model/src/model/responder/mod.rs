@@ -228,13 +228,30 @@ impl ResponderState {
     /// Every complete outcome of `packet` arriving, each with its next state.
     /// The first is the one a conforming peer with the usual state produces.
     pub fn branches(&self, packet: &RocePacket<'_>) -> Vec<Branch> {
+        let (mut all, later) = self.branches_deferred(packet);
+        if let Some(later) = later {
+            all.extend(later.build(packet));
+        }
+        all
+    }
+
+    /// [`Self::branches`] with the failure branches of an in-sequence RC
+    /// request that unknown state makes possible left unbuilt: the first
+    /// branches, then (when there are any) what builds the rest. The first
+    /// branches followed by [`DeferredFails::build`] are exactly
+    /// [`Self::branches`]. A judge that sees the first branch's response
+    /// builds the others only when it needs them.
+    pub(crate) fn branches_deferred(
+        &self,
+        packet: &RocePacket<'_>,
+    ) -> (Vec<Branch>, Option<DeferredFails>) {
         if let Some(done) = gate::check(self, packet) {
-            return vec![done];
+            return (vec![done], None);
         }
         match self.qp_type {
             QpType::Rc => self.rc(packet),
-            QpType::Uc => uc::receive(self, packet),
-            QpType::Ud => ud::receive(self, packet),
+            QpType::Uc => (uc::receive(self, packet), None),
+            QpType::Ud => (ud::receive(self, packet), None),
         }
     }
 
@@ -250,10 +267,10 @@ impl ResponderState {
         (first.state, outcomes)
     }
 
-    fn rc(&self, packet: &RocePacket<'_>) -> Vec<Branch> {
+    fn rc(&self, packet: &RocePacket<'_>) -> (Vec<Branch>, Option<DeferredFails>) {
         match psn::classify(self.epsn, packet.bth.psn) {
-            PsnClass::Ahead => vec![nak::ahead(self, packet)],
-            PsnClass::Duplicate => dup::duplicate(self, packet),
+            PsnClass::Ahead => (vec![nak::ahead(self, packet)], None),
+            PsnClass::Duplicate => (dup::duplicate(self, packet), None),
             PsnClass::Expected => {
                 // "MR-RSP-1": only the expected PSN is executed.
                 let mut arrived = self.clone();
@@ -265,15 +282,40 @@ impl ResponderState {
                     Ok(branch) => branch,
                     Err(fail) => nak::rc_fail(&arrived, packet, fail),
                 };
-                let mut all = vec![primary];
-                all.extend(
-                    eval.maybe
-                        .into_iter()
-                        .map(|f| nak::rc_fail(&arrived, packet, f)),
-                );
-                all
+                let later = (!eval.maybe.is_empty()).then_some(DeferredFails {
+                    arrived,
+                    fails: eval.maybe,
+                });
+                (vec![primary], later)
             }
         }
+    }
+}
+
+/// The failure branches of an in-sequence RC request that unknown state
+/// makes possible besides the first branch, not built yet
+/// ([`ResponderState::branches_deferred`]): the state the request arrived
+/// in and the failures, in the order [`ResponderState::branches`] lists
+/// their branches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DeferredFails {
+    arrived: ResponderState,
+    fails: Vec<Fail>,
+}
+
+impl DeferredFails {
+    /// The failures whose branches [`Self::build`] builds.
+    pub(crate) fn fails(&self) -> &[Fail] {
+        &self.fails
+    }
+
+    /// The branches, for the request `packet` they were deferred for
+    /// (only its headers matter: a failure executes nothing).
+    pub(crate) fn build(&self, packet: &RocePacket<'_>) -> Vec<Branch> {
+        self.fails
+            .iter()
+            .map(|&f| nak::rc_fail(&self.arrived, packet, f))
+            .collect()
     }
 }
 

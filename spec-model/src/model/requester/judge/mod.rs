@@ -26,6 +26,7 @@ use super::psn::{HALF_SPACE, in_block, packet_count};
 use super::rnr::rnr_wait_ns;
 use crate::Finding;
 use metaroce_codec::ext::{ExtHeaders, SyndromeKind};
+use metaroce_codec::icrc::PayloadMark;
 use metaroce_codec::{Opcode, Psn, RocePacket, ServiceClass};
 use std::collections::HashMap;
 
@@ -65,11 +66,33 @@ struct Sent {
     opcode: Opcode,
     se: bool,
     ext: ExtHeaders,
-    payload: Vec<u8>,
+    payload: Kept,
     /// PSNs it occupies (a READ: its response PSNs).
     span: u32,
     /// Last (re)transmission.
     last_tx_ns: Option<u64>,
+}
+
+/// The payload of a packet kept for comparison with its retransmissions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kept {
+    /// Its bytes (in a reused buffer).
+    Bytes(Vec<u8>),
+    /// Its mark from the ICRC computation
+    /// ([`RequestStreamJudge::on_request_marked`]): compared by CRC-32.
+    Mark(PayloadMark),
+}
+
+impl Kept {
+    /// Whether `payload` is the payload kept (by CRC-32 for a mark: equal
+    /// CRCs are taken as equal bytes; a payload that differs by a burst of
+    /// at most 32 bits, or by fewer than 4 bits, always has another CRC).
+    fn is(&self, payload: &[u8]) -> bool {
+        match self {
+            Kept::Bytes(b) => b.as_slice() == payload,
+            Kept::Mark(m) => m.matches(payload),
+        }
+    }
 }
 
 /// Why a retransmission started.
@@ -118,6 +141,9 @@ pub struct RequestStreamJudge {
     sent: HashMap<u32, Sent>,
     /// Payload buffers of acknowledged packets, reused for new ones.
     spare: Vec<Vec<u8>>,
+    /// The mark of the payload of the request being judged, when the
+    /// caller took one ([`Self::on_request_marked`]).
+    mark: Option<PayloadMark>,
     msg: Option<Msg>,
     retx: Option<Retx>,
     seq_nak: Option<Psn>,
@@ -144,6 +170,7 @@ impl RequestStreamJudge {
             last_ack_ns: None,
             sent: HashMap::new(),
             spare: Vec::new(),
+            mark: None,
             msg: None,
             retx: None,
             seq_nak: None,
@@ -171,6 +198,28 @@ impl RequestStreamJudge {
 
     /// The requester sent `pkt` at `now_ns` (if timestamps are known).
     pub fn on_request(&mut self, pkt: &RocePacket<'_>, now_ns: Option<u64>) -> Vec<Finding> {
+        self.on_request_marked(pkt, now_ns, None)
+    }
+
+    /// [`Self::on_request`] with the mark of the packet's payload taken
+    /// while its ICRC was checked
+    /// ([`verify_wire_marked`](metaroce_codec::icrc::verify_wire_marked)):
+    /// the judge then keeps the mark instead of a copy of the payload to
+    /// compare a retransmission with (MR-REQ-5), by CRC-32. A mark of
+    /// another length than the payload's is not used.
+    pub fn on_request_marked(
+        &mut self,
+        pkt: &RocePacket<'_>,
+        now_ns: Option<u64>,
+        mark: Option<PayloadMark>,
+    ) -> Vec<Finding> {
+        self.mark = mark.filter(|m| m.len as usize == pkt.payload.len());
+        let f = self.judge_request(pkt, now_ns);
+        self.mark = None;
+        f
+    }
+
+    fn judge_request(&mut self, pkt: &RocePacket<'_>, now_ns: Option<u64>) -> Vec<Finding> {
         let mut f = Vec::new();
         if self.errored {
             if !self.reported_error {
@@ -334,8 +383,10 @@ impl RequestStreamJudge {
             !last.is_after(p)
         });
         for (_, s) in done {
-            if self.spare.len() < SPARE_BUFFERS {
-                self.spare.push(s.payload);
+            if let Kept::Bytes(b) = s.payload
+                && self.spare.len() < SPARE_BUFFERS
+            {
+                self.spare.push(b);
             }
         }
     }
@@ -376,12 +427,16 @@ impl RequestStreamJudge {
         packet_count(len, self.pmtu.largest())
     }
 
-    /// A copy of `payload` in a reused buffer.
-    fn keep_payload(&mut self, payload: &[u8]) -> Vec<u8> {
+    /// What is kept of `payload`, the payload of the request being judged:
+    /// its mark when the caller gave one, else a copy in a reused buffer.
+    fn keep_payload(&mut self, payload: &[u8]) -> Kept {
+        if let Some(m) = self.mark.take() {
+            return Kept::Mark(m);
+        }
         let mut buf = self.spare.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(payload);
-        buf
+        Kept::Bytes(buf)
     }
 
     /// Keeps `s` as the transmission of `psn`, forgetting the oldest quarter

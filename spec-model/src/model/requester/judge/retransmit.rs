@@ -209,7 +209,7 @@ impl RequestStreamJudge {
         if pkt.bth.opcode != orig.opcode
             || pkt.bth.se != orig.se
             || pkt.ext != expected_ext
-            || pkt.payload != orig.payload.as_slice()
+            || !orig.payload.is(pkt.payload)
         {
             f.push(Finding::new(
                 "MR-REQ-5",
