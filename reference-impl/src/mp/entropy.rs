@@ -48,12 +48,14 @@ impl EntropySet {
 
     /// MR-MPS-5/6: skipping holds unless more than half of the values that
     /// are not retired are skipped.
+    /// (One pass, no allocation: this runs for every packet sent.)
     fn skipping_saturated(&self, now: u64) -> bool {
-        let live: Vec<usize> = (0..self.values.len())
-            .filter(|&i| !self.state[i].retired)
-            .collect();
-        let skipped = live.iter().filter(|&&i| self.skipped(i, now)).count();
-        skipped * 2 > live.len()
+        let (mut live, mut skipped) = (0usize, 0usize);
+        for s in self.state.iter().filter(|s| !s.retired) {
+            live += 1;
+            skipped += usize::from(s.skip_until > now);
+        }
+        skipped * 2 > live
     }
 
     fn eligible(&self, i: usize, now: u64, saturated: bool, all_retired: bool) -> bool {
