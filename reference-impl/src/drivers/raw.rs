@@ -383,6 +383,13 @@ impl RawPort {
     /// Fires `device`'s timers if due at `now` and sends every frame it has
     /// queued, in batches.
     pub fn transmit(&mut self, device: &mut Device, now: u64) {
+        self.take_from(device, now);
+        self.send_queued();
+    }
+
+    /// Fires `device`'s due timers and moves what it queued to the port's
+    /// send queue, sending whenever [`SEND_BATCH`] frames are waiting.
+    fn take_from(&mut self, device: &mut Device, now: u64) {
         let mut queue = std::mem::take(&mut self.tx_queue);
         let _ = service(device, now, |frame| {
             queue.push(frame);
@@ -392,11 +399,17 @@ impl RawPort {
             }
             Ok(())
         });
-        if !queue.is_empty() {
-            self.send_all(&queue);
-            queue.clear();
-        }
         self.tx_queue = queue;
+    }
+
+    /// Sends the port's send queue.
+    fn send_queued(&mut self) {
+        if !self.tx_queue.is_empty() {
+            let queue = std::mem::take(&mut self.tx_queue);
+            self.send_all(&queue);
+            self.tx_queue = queue;
+            self.tx_queue.clear();
+        }
     }
 
     /// One receive: the next queued frame, waiting at most `timeout` for
@@ -488,7 +501,11 @@ impl RawPort {
     /// Waits at most `timeout` for a frame, then hands it and the frames
     /// queued behind it (at most [`RX_BATCH`] in all, without waiting
     /// again) that are addressed to `device` to it, each at
-    /// `clock.now_ns()`. Returns whether a frame was handed over; an error
+    /// `clock.now_ns()`. After each frame the device's due timers fire and
+    /// what it queued is taken, as if the loop had turned once per frame
+    /// (the device sees the same calls, so it acknowledges exactly as it
+    /// would frame by frame); it is sent once the batch is in, in
+    /// [`SEND_BATCH`]es. Returns whether a frame was handed over; an error
     /// only when receiving has failed for good.
     pub fn receive(
         &mut self,
@@ -500,15 +517,22 @@ impl RawPort {
         let mut handed = false;
         for i in 0..RX_BATCH {
             let wait = if i == 0 { timeout } else { Duration::ZERO };
-            match self.recv_one(mac, wait)? {
-                Rx::Frame(len) => {
-                    device.handle_frame(clock.now_ns(), &self.rx_buf[..len]);
+            match self.recv_one(mac, wait) {
+                Ok(Rx::Frame(len)) => {
+                    let now = clock.now_ns();
+                    device.handle_frame(now, &self.rx_buf[..len]);
+                    self.take_from(device, now);
                     handed = true;
                 }
-                Rx::Skipped => {}
-                Rx::Empty => break,
+                Ok(Rx::Skipped) => {}
+                Ok(Rx::Empty) => break,
+                Err(e) => {
+                    self.send_queued();
+                    return Err(e);
+                }
             }
         }
+        self.send_queued();
         Ok(handed)
     }
 }
