@@ -8,7 +8,8 @@
 #
 # Modes: blast (raw frames, the ceiling), Base write, read, send, and MP
 # mp-write, mp-read, mp-send (`--profile mp`, MP negotiated on INIT->RTR,
-# mp_window MP_WINDOW, mp_rto_min MP_RTO_MIN_US, the other SPEC 10.3
+# mp_window MP_WINDOW, mp_rto_min MP_RTO_MIN_US, mp_reorder_threshold
+# MP_REORDER, the other SPEC 10.3
 # constants). Namespaces are named NS_PREFIX-<pid>-{a,b} (NS_PREFIX
 # defaults to mr-perf). Frames:
 # MTU 9000 / PMTU 4096 when the veth takes MTU 9000, else 1500 / 1024.
@@ -30,6 +31,7 @@ MP_WINDOW=${MP_WINDOW:-1024}
 # 2-vCPU VM scheduling stalls of milliseconds made it fire spuriously, as
 # Base's --ack-timeout 14 (67 ms) avoids for Base).
 MP_RTO_MIN_US=${MP_RTO_MIN_US:-10000}
+MP_REORDER=${MP_REORDER:-3}
 MODES=${MODES:-"blast write read send mp-write mp-read mp-send"}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -89,6 +91,7 @@ run_pair() {
         local op=${mode#mp-} profile=base
         [ "$op" != "$mode" ] && profile=mp
         extra=(--op "$op" --profile "$profile" --mp-window "$MP_WINDOW" --mp-rto-min-us "$MP_RTO_MIN_US" \
+            --mp-reorder-threshold "$MP_REORDER" \
             --duration "$DURATION" --depth "$DEPTH" --window "$WINDOW")
     fi
     srv="$DIR/$mode-$i-server"; cli="$DIR/$mode-$i-client"
@@ -140,7 +143,7 @@ done
 
 echo
 echo "veth_perf: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "link: veth MTU $MTU, PMTU $PMTU; message $SIZE B; depth $DEPTH; window $WINDOW; mp_window $MP_WINDOW, mp_rto_min $MP_RTO_MIN_US us; $RUNS x ${DURATION} s per mode"
+echo "link: veth MTU $MTU, PMTU $PMTU; message $SIZE B; depth $DEPTH; window $WINDOW; mp_window $MP_WINDOW, mp_rto_min $MP_RTO_MIN_US us, mp_reorder_threshold $MP_REORDER; $RUNS x ${DURATION} s per mode"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 BLAST=$(echo "${RESULTS[blast]:-}" | median)
 printf '%-8s %12s %10s %10s  %s\n' mode "median Gb/s" "MiB/s" "vs blast" "runs (Gb/s) | retransmitted"

@@ -111,6 +111,11 @@ pub struct PerfArgs {
     /// decrease), as `--ack-timeout` is for Base.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
     mp_rto_min_us: u64,
+    /// MP: `mp_reorder_threshold` K (1–64; SPEC §10.3 default 3). A veth
+    /// reorders when the sending process moves to the other core between
+    /// two batches (each core's backlog is processed apart).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=64))]
+    mp_reorder_threshold: u8,
     /// Message size in bytes (blast: frames carry min(size, pmtu)).
     #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
     size: u32,
@@ -389,6 +394,7 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
         "op": format!("{:?}", args.op).to_lowercase(),
         "profile": format!("{:?}", args.profile).to_lowercase(),
         "mp_window": args.mp_window, "mp_rto_min_us": args.mp_rto_min_us,
+        "mp_reorder_threshold": args.mp_reorder_threshold,
         "size": args.size, "pmtu": args.pmtu, "depth": args.depth,
     });
     write_info(info_out, &me)?;
@@ -429,7 +435,8 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
 }
 
 /// The MP attributes of `--profile mp`: the defaults (SPEC §10.3) but for
-/// `mp_window` and `mp_rto_min` (and `mp_rto_init`, at least the minimum).
+/// `mp_window`, `mp_rto_min` (and `mp_rto_init`, at least the minimum) and
+/// `mp_reorder_threshold`.
 fn mp_attrs(args: &PerfArgs) -> MpAttrs {
     let d = MpAttrs::default();
     let rto_min_ns = args.mp_rto_min_us * 1000;
@@ -438,6 +445,7 @@ fn mp_attrs(args: &PerfArgs) -> MpAttrs {
         tuning: MpTuning {
             rto_min_ns,
             rto_init_ns: d.tuning.rto_init_ns.max(rto_min_ns),
+            reorder_threshold: args.mp_reorder_threshold,
             ..d.tuning
         },
         ..d
