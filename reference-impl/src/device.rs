@@ -551,13 +551,20 @@ impl Device {
             self.counters.frames_sent += 1;
             return Some(frame);
         }
-        let order: Vec<u32> = self
-            .qps
-            .range(self.rr.saturating_add(1)..)
-            .chain(self.qps.range(..=self.rr))
-            .map(|(&q, _)| q)
-            .collect();
-        for qpn in order {
+        // Every QP once, starting after the last one served (no list is
+        // built: this runs for every frame sent).
+        let mut cursor = self.rr;
+        for _ in 0..self.qps.len() {
+            let Some(qpn) = self
+                .qps
+                .range(cursor.saturating_add(1)..)
+                .next()
+                .or_else(|| self.qps.range(..=cursor).next())
+                .map(|(&q, _)| q)
+            else {
+                break;
+            };
+            cursor = qpn;
             let frame = self
                 .with_qp(qpn, |qp, env| qp.poll_transmit(env))
                 .ok()

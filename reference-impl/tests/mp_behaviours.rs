@@ -252,3 +252,78 @@ fn later_reads_responses_reveal_a_lost_last_response() {
     );
     assert!(a.read_mr(land.lkey, land.addr, 6 * 4096).unwrap() == &bytes[..]);
 }
+
+#[test]
+fn receives_posted_in_init_serve_sends_once_the_qp_is_mp() {
+    // MR-QP-2 (post_recv in INIT) with MR-MPN-1: a receive posted before
+    // the INIT→RTR transition that makes the QP MP is kept. Before the fix
+    // the switch to MP dropped it, and every SEND met RNR NAKs until a
+    // receive was posted after RTR (found by `metaroce-ref perf --profile
+    // mp --op send`, which posts its receives in INIT as for Base).
+    let p = Params {
+        pmtu: 4096,
+        ..Params::default()
+    };
+    let mut a = device(MAC_A, IP_A, 1);
+    let mut b = device(MAC_B, IP_B, 2);
+    let ea = create_rc(&mut a, 0xFF_FFF0);
+    let eb = create_rc(&mut b, 0x12_3456);
+    let mp = MpAttrs::default();
+    let src = a.reg_mr(ea.pd, 6000, Access::LOCAL_WRITE).unwrap();
+    a.write_mr(src.lkey, src.addr, &[0x3c; 6000]).unwrap();
+    let land = b.reg_mr(eb.pd, 8192, Access::LOCAL_WRITE).unwrap();
+    connect_mp(&mut a, ea, eb, IP_B, MAC_B, p, &mp);
+    b.modify_qp(
+        eb.qpn,
+        QpState::Init,
+        &QpAttrs {
+            access: Some(Access::ALL),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let recv = |wr_id, addr| RecvWr {
+        wr_id,
+        sg_list: vec![Sge {
+            addr,
+            len: 6000,
+            lkey: land.lkey,
+        }],
+    };
+    b.post_recv(eb.qpn, recv(71, land.addr)).unwrap();
+    b.modify_qp_mp(eb.qpn, &rtr_attrs(ea, IP_A, MAC_A, p), &mp)
+        .unwrap();
+    assert!(b.is_mp(eb.qpn).unwrap());
+    to_rts(&mut b, eb, p);
+    let sge = Sge {
+        addr: src.addr,
+        len: 6000,
+        lkey: src.lkey,
+    };
+    a.post_send(ea.qpn, SendWr::new(5, WrOp::Send, vec![sge]))
+        .unwrap();
+    for now in 0..100 {
+        shuttle(&mut a, &mut b, now * 10_000);
+        a.handle_timeout(now * 10_000);
+        b.handle_timeout(now * 10_000);
+    }
+    let done: Vec<(u64, WcStatus)> = a
+        .poll_cq(ea.cq, 4)
+        .unwrap()
+        .iter()
+        .map(|w| (w.wr_id, w.status))
+        .collect();
+    assert_eq!(done, [(5, WcStatus::Success)]);
+    let got: Vec<(u64, WcStatus, u32)> = b
+        .poll_cq(eb.cq, 4)
+        .unwrap()
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.byte_len))
+        .collect();
+    assert_eq!(got, [(71, WcStatus::Success, 6000)]);
+    assert_eq!(b.counters().rnr_naks_sent, 0);
+    assert_eq!(
+        b.read_mr(land.lkey, land.addr, 6000).unwrap(),
+        &[0x3c; 6000][..]
+    );
+}

@@ -5,4 +5,6 @@
 
 pub mod memory;
 #[cfg(feature = "raw")]
+mod packet;
+#[cfg(feature = "raw")]
 pub mod raw;

@@ -1,16 +1,16 @@
 //! The AF_PACKET raw-socket driver (feature `raw`): a [`Device`] on a real
 //! Ethernet interface (a veth into a network namespace, or a port cabled to
-//! a peer), through `pnet_datalink`.
+//! a peer), through an AF_PACKET socket of its own (`packet.rs`).
 //!
 //! Two layers:
 //!
-//! - [`RawPort`] is the socket and nothing else: the pnet channel, the MAC
-//!   filter, the counters, sending a frame, and receiving one with a
-//!   timeout. It does not own a device; every call that moves frames takes
+//! - [`RawPort`] is the socket and nothing else: the socket, the MAC
+//!   filter, the counters, sending frames, and receiving with a timeout. It does not own a device; every call that moves frames takes
 //!   the device (and the time) as arguments. [`RawPort::transmit`] fires
 //!   the device's due timers and sends what it queued
 //!   ([`crate::agent::dataplane::service`]); [`RawPort::receive`] waits at
-//!   most a given time for one frame and hands it to `handle_frame`. It
+//!   most a given time for a frame and hands it, and those queued behind
+//!   it, to `handle_frame`. It
 //!   implements the agent's [`DataPlane`], so `metaroce-ref serve --iface`
 //!   drives it between requests.
 //! - [`RawDriver`] owns a [`Device`], a [`RawPort`] and a [`Clock`], and
@@ -21,16 +21,23 @@
 //!   2. drain `poll_transmit` and send every frame;
 //!   3. let the caller act on the device (poll CQs, post work, decide to
 //!      stop); drain `poll_transmit` again;
-//!   4. wait for one frame, at most one *tick* (`RawConfig::tick`), and
-//!      hand it to `handle_frame`.
+//!   4. wait for a frame, at most one *tick* (`RawConfig::tick`) and not past
+//!      the device's next timer (`poll_timeout`), and
+//!      hand it and those queued behind it to `handle_frame`.
 //!
 //! Both loops are made of the same two calls, `transmit` and `receive`.
 //!
-//! Receiving: a reader thread per port blocks in the socket and queues the
-//! frames (bounded, `RawConfig::rx_queue`), so the socket is drained while
-//! the device's owner is busy (serving an agent request, checking data),
-//! and `receive` waits exactly as long as asked — no millisecond rounding
-//! of a socket timeout. Time is [`Clock`] (an `Instant`) in nanoseconds.
+//! Receiving and sending are on the caller's thread, on a non-blocking
+//! socket ([`super::packet`]): `receive` takes the frames queued in the
+//! socket one `recv` each (at most [`RX_BATCH`] per call), and waits in
+//! `poll(2)` only when none is queued; `transmit` sends what the device
+//! queued [`SEND_BATCH`] frames to a `sendmmsg(2)`. There is no thread and
+//! no queue of the driver's own: while the device's owner is busy (serving
+//! an agent request, checking data) frames wait in the socket's receive
+//! buffer (`RawConfig::socket_rx_buffer`, 4 MiB), which drops beyond it as
+//! a NIC drops when its ring is full. A received frame is handed to the
+//! device from the port's one receive buffer, without a copy or an
+//! allocation. Time is [`Clock`] (an `Instant`) in nanoseconds.
 //! Frames are built and parsed only by the codec inside the device; the
 //! port only filters on the destination MAC, as a NIC does: a frame is
 //! handed over when it is addressed to the device's MAC or to a group
@@ -42,34 +49,32 @@
 //! ([`RawStats`]); only a persistent receive failure (1000 errors in a row,
 //! about a second) ends a run with [`RawError::Receive`].
 
+use super::packet::PacketSocket;
+pub use super::packet::SEND_BATCH;
 use crate::Device;
 use crate::agent::dataplane::{Clock, DataPlane, service, wait_deadline};
-use pnet_datalink::{Channel, Config, DataLinkReceiver, DataLinkSender, NetworkInterface};
+use pnet_datalink::NetworkInterface;
 use std::fmt;
 use std::io;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Consecutive receive errors (other than timeouts) after which a run gives
 /// up: the socket or interface is gone.
 const MAX_CONSECUTIVE_RX_ERRORS: u32 = 1000;
-/// The reader thread's pause after a receive error, so that a persistent
-/// error takes about a second to be declared fatal rather than microseconds
-/// (a link that flaps survives).
+/// The pause after a receive error, so that a persistent error takes
+/// about a second to be declared fatal rather than microseconds (a link
+/// that flaps survives).
 const RX_ERROR_BACKOFF: Duration = Duration::from_millis(1);
-/// The reader thread's socket timeout: how long dropping a port may wait
-/// for the thread to notice.
-const READER_POLL: Duration = Duration::from_millis(10);
+/// Frames one [`RawPort::receive`] takes from the socket at most before
+/// the device's owner gets its turn (and what the device queued is sent).
+pub const RX_BATCH: usize = 64;
 
 /// Options of [`RawPort::open`] and [`RawDriver::open`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawConfig {
-    /// [`RawDriver`]: longest wait for a frame in one turn of the loop,
-    /// which bounds how late a timer fires and how often the caller's
-    /// condition runs; zero means busy polling. [`RawPort`]'s own waits are
+    /// [`RawDriver`]: longest wait for a frame in one turn of the loop
+    /// (shorter when the device's next timer is sooner), which bounds how
+    /// often the caller's condition runs; zero means busy polling. [`RawPort`]'s own waits are
     /// given per call.
     pub tick: Duration,
     /// Receive buffer: the largest frame accepted. Longer frames are
@@ -82,10 +87,16 @@ pub struct RawConfig {
     /// Put the interface in promiscuous mode, needed when the device's MAC
     /// is not the interface's own.
     pub promiscuous: bool,
-    /// Frames received and not yet handed to the device, at most; more are
-    /// dropped (and counted in [`RawStats::rx_dropped`]), as a NIC drops
-    /// when its ring is full.
-    pub rx_queue: usize,
+    /// Take only IPv4 frames (EtherType 0x0800) from the kernel. The socket
+    /// is then not a tap on the interface's output, so the frames it sends
+    /// are not copied back to it (with every EtherType, each is cloned,
+    /// read, and filtered out as sent from the device's own MAC: about as
+    /// much work as receiving it). Frames of other EtherTypes then never
+    /// reach the device, an IPv6 RoCE frame included, which the device
+    /// would count in `malformed_drops` (SPEC §9.2): off by default, so
+    /// that a device under conformance tests sees every frame; on for
+    /// programs that move data (`metaroce-ref peer`, `perf`).
+    pub ipv4_only: bool,
     /// Receive buffer of the socket in bytes (`SO_RCVBUFFORCE` as root,
     /// else `SO_RCVBUF`, capped by `net.core.rmem_max`), Linux only; zero
     /// keeps the system default (`net.core.rmem_default`, 208 KiB: about
@@ -101,7 +112,7 @@ impl Default for RawConfig {
             max_frame: 16 * 1024,
             write_timeout: Duration::from_millis(100),
             promiscuous: true,
-            rx_queue: 8192,
+            ipv4_only: false,
             socket_rx_buffer: 4 << 20,
         }
     }
@@ -122,8 +133,6 @@ pub struct RawStats {
     pub frames_filtered: u64,
     /// Frames that filled the receive buffer (probably truncated): dropped.
     pub rx_oversize: u64,
-    /// Frames dropped because the receive queue was full.
-    pub rx_dropped: u64,
     /// Receive errors other than timeouts.
     pub rx_errors: u64,
     /// Frames the socket refused or timed out on (dropped; the transport
@@ -228,56 +237,36 @@ pub fn interface_mac(name: &str) -> Result<[u8; 6], RawError> {
         .ok_or_else(|| RawError::NoMac { name: name.into() })
 }
 
-/// An unbound AF_PACKET socket with a receive buffer of `rx_buffer` bytes
-/// (0: the default) for pnet to bind, and the buffer's size. Protocol 0:
-/// it receives nothing until pnet binds it to the interface with
-/// `ETH_P_ALL`, so no frame of another interface gets in first.
-#[cfg(target_os = "linux")]
-fn packet_socket(rx_buffer: usize) -> io::Result<(Option<i32>, Option<usize>)> {
-    use rustix::net::{AddressFamily, SocketType, socket, sockopt};
-    use std::os::fd::IntoRawFd;
-    let fd = socket(AddressFamily::PACKET, SocketType::RAW, None)?;
-    if rx_buffer > 0 && sockopt::set_socket_recv_buffer_size_force(&fd, rx_buffer).is_err() {
-        // Without CAP_NET_ADMIN: as much as net.core.rmem_max allows.
-        let _ = sockopt::set_socket_recv_buffer_size(&fd, rx_buffer);
-    }
-    let size = sockopt::socket_recv_buffer_size(&fd).ok();
-    // pnet owns the descriptor from here (and closes it on every path).
-    Ok((Some(fd.into_raw_fd()), size))
+/// What one receive attempt gave.
+enum Rx {
+    /// A frame for the device, of this length, in the receive buffer.
+    Frame(usize),
+    /// A frame that was not for the device (filtered, oversize, or a
+    /// receive error): counted and skipped.
+    Skipped,
+    /// Nothing queued (after waiting as long as asked).
+    Empty,
 }
 
-/// Elsewhere pnet opens its own socket, with the default buffer.
-#[cfg(not(target_os = "linux"))]
-fn packet_socket(_: usize) -> io::Result<(Option<i32>, Option<usize>)> {
-    Ok((None, None))
-}
-
-/// What the reader thread queues.
-enum RxEvent {
-    Frame(Vec<u8>),
-    Oversize,
-    Error(String),
-    /// The last event: receiving failed this many times in a row.
-    Fatal(u32, io::Error),
-}
-
-/// The socket half of the driver: an AF_PACKET channel on one interface,
-/// with the MAC filter and the counters, and no device. See the module
-/// documentation.
+/// The socket half of the driver: an AF_PACKET socket on one interface,
+/// with the MAC filter, the counters and a receive buffer, and no device.
+/// See the module documentation.
 pub struct RawPort {
     name: String,
     mac: Option<[u8; 6]>,
-    tx: Box<dyn DataLinkSender>,
-    rx: Receiver<RxEvent>,
-    reader: Option<JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
-    rx_dropped: Arc<AtomicU64>,
+    socket: PacketSocket,
+    /// One frame, reused for every receive.
+    rx_buf: Vec<u8>,
+    /// Frames the device queued, waiting for one `sendmmsg`.
+    tx_queue: Vec<Vec<u8>>,
+    write_timeout: Duration,
     stats: RawStats,
     last_error: Option<String>,
-    /// The receive failure that ended the reader thread, kept for every
-    /// later `receive`.
+    /// Receive errors in a row.
+    consecutive_errors: u32,
+    /// The receive failure that ended receiving, kept for every later
+    /// `receive`.
     failed: Option<(u32, io::ErrorKind, String)>,
-    socket_rx_buffer: Option<usize>,
 }
 
 impl fmt::Debug for RawPort {
@@ -289,79 +278,39 @@ impl fmt::Debug for RawPort {
     }
 }
 
-impl Drop for RawPort {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join(); // within READER_POLL
-        }
-    }
-}
-
 impl RawPort {
-    /// Opens an AF_PACKET socket on `interface` (all EtherTypes) and starts
-    /// its reader thread.
+    /// Opens an AF_PACKET socket on `interface` (all EtherTypes).
     pub fn open(interface: &str, config: RawConfig) -> Result<RawPort, RawError> {
         let iface = find_interface(interface)?;
         let max_frame = config.max_frame.max(64);
-        let open_err = |source| RawError::Open {
+        let socket = PacketSocket::open(
+            &iface,
+            config.socket_rx_buffer,
+            config.promiscuous,
+            config.ipv4_only,
+        )
+        .map_err(|source| RawError::Open {
             name: interface.into(),
             source,
-        };
-        let (socket_fd, socket_rx_buffer) =
-            packet_socket(config.socket_rx_buffer).map_err(open_err)?;
-        let pnet_config = Config {
-            socket_fd,
-            read_buffer_size: max_frame,
-            write_buffer_size: max_frame,
-            read_timeout: Some(READER_POLL),
-            write_timeout: Some(config.write_timeout),
-            promiscuous: config.promiscuous,
-            ..Config::default()
-        };
-        let (tx, rx) = match pnet_datalink::channel(&iface, pnet_config) {
-            Ok(Channel::Ethernet(tx, rx)) => (tx, rx),
-            Ok(_) => {
-                return Err(RawError::NotEthernet {
-                    name: interface.into(),
-                });
-            }
-            Err(source) => {
-                return Err(RawError::Open {
-                    name: interface.into(),
-                    source,
-                });
-            }
-        };
-        let (queue_tx, queue_rx) = mpsc::sync_channel(config.rx_queue.max(1));
-        let stop = Arc::new(AtomicBool::new(false));
-        let rx_dropped = Arc::new(AtomicU64::new(0));
-        let reader = {
-            let (stop, dropped) = (Arc::clone(&stop), Arc::clone(&rx_dropped));
-            std::thread::Builder::new()
-                .name(format!("raw-rx-{interface}"))
-                .spawn(move || reader(rx, &queue_tx, &stop, &dropped, max_frame))
-                .map_err(open_err)?
-        };
+        })?;
         Ok(RawPort {
             name: interface.into(),
             mac: iface.mac.map(|m| m.octets()),
-            tx,
-            rx: queue_rx,
-            reader: Some(reader),
-            stop,
-            rx_dropped,
+            socket,
+            rx_buf: vec![0; max_frame],
+            tx_queue: Vec::with_capacity(SEND_BATCH),
+            write_timeout: config.write_timeout,
             stats: RawStats::default(),
             last_error: None,
+            consecutive_errors: 0,
             failed: None,
-            socket_rx_buffer,
         })
     }
 
     /// The socket's receive buffer in bytes as the kernel reports it (it
     /// doubles the value asked for), if known.
     pub fn socket_rx_buffer(&self) -> Option<usize> {
-        self.socket_rx_buffer
+        self.socket.rx_buffer()
     }
 
     /// The interface name.
@@ -376,10 +325,7 @@ impl RawPort {
 
     /// The port's counters.
     pub fn stats(&self) -> RawStats {
-        RawStats {
-            rx_dropped: self.rx_dropped.load(Ordering::Relaxed),
-            ..self.stats
-        }
+        self.stats
     }
 
     /// The last receive or send error, as text, if any.
@@ -387,43 +333,88 @@ impl RawPort {
         self.last_error.as_deref()
     }
 
-    /// Sends one frame. A failure is counted and the frame dropped (the
-    /// transport retransmits); it never ends a run.
+    /// Sends one frame (waiting at most the write timeout for room). A
+    /// failure is counted and the frame dropped (the transport
+    /// retransmits); it never ends a run.
     pub fn send(&mut self, frame: &[u8]) {
-        match self.tx.send_to(frame, None) {
-            Some(Ok(())) => {
-                self.stats.frames_out += 1;
-                self.stats.bytes_out += frame.len() as u64;
-            }
-            Some(Err(e)) => {
-                self.stats.tx_errors += 1;
-                self.last_error = Some(format!("send: {e}"));
-            }
-            None => {
-                self.stats.tx_errors += 1;
-                self.last_error = Some("send: frame larger than the write buffer".into());
+        self.send_all(&[frame]);
+    }
+
+    /// Sends `frames` in order, [`SEND_BATCH`] to a system call, waiting at
+    /// most the write timeout for room each time the send buffer is full.
+    /// Failures are counted and those frames dropped, as in [`Self::send`].
+    /// Returns how many were sent.
+    pub fn send_all<F: AsRef<[u8]>>(&mut self, frames: &[F]) -> usize {
+        let mut at = 0;
+        let mut sent = 0;
+        while at < frames.len() {
+            match self.socket.send_batch(&frames[at..]) {
+                Ok(n) => {
+                    for f in &frames[at..at + n] {
+                        self.stats.frames_out += 1;
+                        self.stats.bytes_out += f.as_ref().len() as u64;
+                    }
+                    at += n;
+                    sent += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    match self.socket.wait(self.write_timeout, true) {
+                        Ok(true) => {}
+                        Ok(false) | Err(_) => {
+                            // No room within the write timeout: drop one.
+                            self.stats.tx_errors += 1;
+                            self.last_error = Some(format!("send: {e}"));
+                            at += 1;
+                        }
+                    }
+                }
+                Err(e) => {
+                    // The first frame was refused (too long, link down):
+                    // drop it and go on with the next.
+                    self.stats.tx_errors += 1;
+                    self.last_error = Some(format!("send: {e}"));
+                    at += 1;
+                }
             }
         }
+        sent
     }
 
     /// Fires `device`'s timers if due at `now` and sends every frame it has
-    /// queued.
+    /// queued, in batches.
     pub fn transmit(&mut self, device: &mut Device, now: u64) {
-        let _ = service(device, now, |frame| {
-            self.send(&frame);
-            Ok(())
-        });
+        self.take_from(device, now);
+        self.send_queued();
     }
 
-    /// Waits at most `timeout` for a frame addressed to `mac` (or to a
-    /// group address) and not sent from it, and returns it; `None` when
-    /// none came. Other frames are counted in `frames_filtered` and skipped.
-    /// An error only when receiving has failed for good.
-    pub fn recv_frame(
-        &mut self,
-        mac: [u8; 6],
-        timeout: Duration,
-    ) -> Result<Option<Vec<u8>>, RawError> {
+    /// Fires `device`'s due timers and moves what it queued to the port's
+    /// send queue, sending whenever [`SEND_BATCH`] frames are waiting.
+    fn take_from(&mut self, device: &mut Device, now: u64) {
+        let mut queue = std::mem::take(&mut self.tx_queue);
+        let _ = service(device, now, |frame| {
+            queue.push(frame);
+            if queue.len() >= SEND_BATCH {
+                self.send_all(&queue);
+                queue.clear();
+            }
+            Ok(())
+        });
+        self.tx_queue = queue;
+    }
+
+    /// Sends the port's send queue.
+    fn send_queued(&mut self) {
+        if !self.tx_queue.is_empty() {
+            let queue = std::mem::take(&mut self.tx_queue);
+            self.send_all(&queue);
+            self.tx_queue = queue;
+            self.tx_queue.clear();
+        }
+    }
+
+    /// One receive: the next queued frame, waiting at most `timeout` for
+    /// one when none is queued, filtered by `mac`.
+    fn recv_one(&mut self, mac: [u8; 6], timeout: Duration) -> Result<Rx, RawError> {
         if let Some((consecutive, kind, text)) = &self.failed {
             return Err(RawError::Receive {
                 name: self.name.clone(),
@@ -431,142 +422,118 @@ impl RawPort {
                 source: io::Error::new(*kind, text.clone()),
             });
         }
-        let event = if timeout.is_zero() {
-            match self.rx.try_recv() {
-                Ok(event) => event,
-                Err(TryRecvError::Empty) => return Ok(None),
-                Err(TryRecvError::Disconnected) => return Err(self.reader_gone()),
-            }
-        } else {
-            match self.rx.recv_timeout(timeout) {
-                Ok(event) => event,
-                Err(RecvTimeoutError::Timeout) => return Ok(None),
-                Err(RecvTimeoutError::Disconnected) => return Err(self.reader_gone()),
-            }
+        let mut got = self.socket.try_recv(&mut self.rx_buf);
+        if matches!(got, Ok(None)) && !timeout.is_zero() {
+            got = match self.socket.wait(timeout, false) {
+                Ok(true) => self.socket.try_recv(&mut self.rx_buf),
+                Ok(false) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        let len = match got {
+            Ok(Some(len)) => len,
+            Ok(None) => return Ok(Rx::Empty),
+            Err(e) => return self.rx_error(e),
         };
-        match event {
-            RxEvent::Frame(frame) => {
-                let dst_ok = frame.get(0..6).is_some_and(|d| d == mac || d[0] & 1 == 1);
-                let from_self = frame.get(6..12).is_some_and(|s| s == mac);
-                if !dst_ok || from_self {
-                    self.stats.frames_filtered += 1;
-                    Ok(None)
-                } else {
-                    self.stats.frames_in += 1;
-                    self.stats.bytes_in += frame.len() as u64;
-                    Ok(Some(frame))
-                }
-            }
-            RxEvent::Oversize => {
-                self.stats.rx_oversize += 1;
-                Ok(None)
-            }
-            RxEvent::Error(text) => {
-                self.stats.rx_errors += 1;
-                self.last_error = Some(format!("receive: {text}"));
-                Ok(None)
-            }
-            RxEvent::Fatal(consecutive, source) => {
-                self.stats.rx_errors += 1;
-                self.last_error = Some(format!("receive: {source}"));
-                self.failed = Some((consecutive, source.kind(), source.to_string()));
-                Err(RawError::Receive {
-                    name: self.name.clone(),
-                    consecutive,
-                    source,
-                })
-            }
+        self.consecutive_errors = 0;
+        if len >= self.rx_buf.len() {
+            self.stats.rx_oversize += 1;
+            return Ok(Rx::Skipped);
+        }
+        let frame = &self.rx_buf[..len];
+        let dst_ok = frame.get(0..6).is_some_and(|d| d == mac || d[0] & 1 == 1);
+        let from_self = frame.get(6..12).is_some_and(|s| s == mac);
+        if !dst_ok || from_self {
+            self.stats.frames_filtered += 1;
+            return Ok(Rx::Skipped);
+        }
+        self.stats.frames_in += 1;
+        self.stats.bytes_in += len as u64;
+        Ok(Rx::Frame(len))
+    }
+
+    /// Counts a receive error; after [`MAX_CONSECUTIVE_RX_ERRORS`] in a row
+    /// (about a second, with a pause after each) receiving has failed for
+    /// good.
+    fn rx_error(&mut self, e: io::Error) -> Result<Rx, RawError> {
+        self.stats.rx_errors += 1;
+        self.consecutive_errors += 1;
+        self.last_error = Some(format!("receive: {e}"));
+        if self.consecutive_errors >= MAX_CONSECUTIVE_RX_ERRORS {
+            let consecutive = self.consecutive_errors;
+            self.failed = Some((consecutive, e.kind(), e.to_string()));
+            return Err(RawError::Receive {
+                name: self.name.clone(),
+                consecutive,
+                source: e,
+            });
+        }
+        std::thread::sleep(RX_ERROR_BACKOFF);
+        Ok(Rx::Skipped)
+    }
+
+    /// Waits at most `timeout` for a frame addressed to `mac` (or to a
+    /// group address) and not sent from it, and returns a copy of it;
+    /// `None` when none came. Other frames are counted in `frames_filtered`
+    /// and skipped. An error only when receiving has failed for good.
+    pub fn recv_frame(
+        &mut self,
+        mac: [u8; 6],
+        timeout: Duration,
+    ) -> Result<Option<Vec<u8>>, RawError> {
+        self.recv_with(mac, timeout, <[u8]>::to_vec)
+    }
+
+    /// As [`Self::recv_frame`], but lends the frame to `f` (in the port's
+    /// receive buffer, no copy) and returns what `f` returns.
+    pub fn recv_with<R>(
+        &mut self,
+        mac: [u8; 6],
+        timeout: Duration,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, RawError> {
+        match self.recv_one(mac, timeout)? {
+            Rx::Frame(len) => Ok(Some(f(&self.rx_buf[..len]))),
+            Rx::Skipped | Rx::Empty => Ok(None),
         }
     }
 
-    /// Waits at most `timeout` for a frame and, if it is addressed to
-    /// `device`, hands it over at `clock.now_ns()`. Returns whether a frame
-    /// was handed over; an error only when receiving has failed for good.
+    /// Waits at most `timeout` for a frame, then hands it and the frames
+    /// queued behind it (at most [`RX_BATCH`] in all, without waiting
+    /// again) that are addressed to `device` to it, each at
+    /// `clock.now_ns()`. After each frame the device's due timers fire and
+    /// what it queued is taken, as if the loop had turned once per frame
+    /// (the device sees the same calls, so it acknowledges exactly as it
+    /// would frame by frame); it is sent once the batch is in, in
+    /// [`SEND_BATCH`]es. Returns whether a frame was handed over; an error
+    /// only when receiving has failed for good.
     pub fn receive(
         &mut self,
         device: &mut Device,
         clock: &Clock,
         timeout: Duration,
     ) -> Result<bool, RawError> {
-        match self.recv_frame(device.config().mac, timeout)? {
-            Some(frame) => {
-                device.handle_frame(clock.now_ns(), &frame);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    /// The reader thread ended without a fatal event (it cannot, short of
-    /// a panic inside pnet): receiving is over.
-    fn reader_gone(&mut self) -> RawError {
-        let text = "the receive thread ended".to_string();
-        self.failed = Some((0, io::ErrorKind::BrokenPipe, text.clone()));
-        RawError::Receive {
-            name: self.name.clone(),
-            consecutive: 0,
-            source: io::Error::new(io::ErrorKind::BrokenPipe, text),
-        }
-    }
-}
-
-/// The reader thread: socket → bounded queue, until `stop` or a persistent
-/// failure.
-fn reader(
-    mut rx: Box<dyn DataLinkReceiver>,
-    queue: &SyncSender<RxEvent>,
-    stop: &AtomicBool,
-    dropped: &AtomicU64,
-    max_frame: usize,
-) {
-    let mut consecutive = 0u32;
-    while !stop.load(Ordering::Relaxed) {
-        let event = match rx.next() {
-            Ok(frame) => {
-                consecutive = 0;
-                if frame.len() >= max_frame {
-                    RxEvent::Oversize
-                } else {
-                    RxEvent::Frame(frame.to_vec())
+        let mac = device.config().mac;
+        let mut handed = false;
+        for i in 0..RX_BATCH {
+            let wait = if i == 0 { timeout } else { Duration::ZERO };
+            match self.recv_one(mac, wait) {
+                Ok(Rx::Frame(len)) => {
+                    let now = clock.now_ns();
+                    device.handle_frame(now, &self.rx_buf[..len]);
+                    self.take_from(device, now);
+                    handed = true;
+                }
+                Ok(Rx::Skipped) => {}
+                Ok(Rx::Empty) => break,
+                Err(e) => {
+                    self.send_queued();
+                    return Err(e);
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::TimedOut
-                        | io::ErrorKind::WouldBlock
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue;
-            }
-            Err(e) => {
-                consecutive += 1;
-                if consecutive >= MAX_CONSECUTIVE_RX_ERRORS {
-                    let mut last = RxEvent::Fatal(consecutive, e);
-                    // The consumer must see it: wait for room, not forever.
-                    while !stop.load(Ordering::Relaxed) {
-                        match queue.try_send(last) {
-                            Err(TrySendError::Full(event)) => {
-                                last = event;
-                                std::thread::sleep(RX_ERROR_BACKOFF);
-                            }
-                            _ => break,
-                        }
-                    }
-                    return;
-                }
-                std::thread::sleep(RX_ERROR_BACKOFF);
-                RxEvent::Error(e.to_string())
-            }
-        };
-        match queue.try_send(event) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Disconnected(_)) => return,
         }
+        self.send_queued();
+        Ok(handed)
     }
 }
 
@@ -664,10 +631,19 @@ impl RawDriver {
         self.port.transmit(&mut self.device, self.clock.now_ns());
     }
 
-    /// Waits at most one tick for a frame and hands it to the device.
-    /// Returns whether a frame was handed over.
+    /// Waits at most one tick, and not past the device's next timer, for a
+    /// frame and hands it, and those queued behind it (up to
+    /// [`RX_BATCH`]), to the device. Returns whether a frame was handed
+    /// over.
     pub fn receive(&mut self) -> Result<bool, RawError> {
-        self.port.receive(&mut self.device, &self.clock, self.tick)
+        // No later than the device's next timer (an ACK to coalesce, a
+        // retransmission): the timer fires on time, not up to a tick late.
+        let now = self.clock.now_ns();
+        let wait = match self.device.poll_timeout() {
+            Some(t) => self.tick.min(Duration::from_nanos(t.saturating_sub(now))),
+            None => self.tick,
+        };
+        self.port.receive(&mut self.device, &self.clock, wait)
     }
 
     /// Runs the loop until `done(device)` returns `true` or `deadline`

@@ -17,9 +17,15 @@ pub(crate) struct ValueState {
 pub(crate) struct EntropySet {
     values: Vec<u16>,
     pub(crate) state: Vec<ValueState>,
-    /// Indices of values not yet used in this round, in drawing order.
+    /// Indices of values not yet used in this round, in reverse drawing
+    /// order (the next candidate last, so that taking it moves nothing).
     round: Vec<usize>,
     rng: u64,
+    /// Values not retired.
+    live: usize,
+    /// The latest `skip_until` ever set: at or after it no value is
+    /// skipped, and the per-packet skipping test is skipped.
+    skip_horizon: u64,
     /// Retirements so far (MR-MPF-9).
     pub retirements: u64,
 }
@@ -33,6 +39,8 @@ impl EntropySet {
             state: vec![ValueState::default(); n],
             round: Vec::new(),
             rng: seed,
+            live: n,
+            skip_horizon: 0,
             retirements: 0,
         }
     }
@@ -48,12 +56,17 @@ impl EntropySet {
 
     /// MR-MPS-5/6: skipping holds unless more than half of the values that
     /// are not retired are skipped.
+    /// (One pass, no allocation: this runs for every packet sent.)
     fn skipping_saturated(&self, now: u64) -> bool {
-        let live: Vec<usize> = (0..self.values.len())
-            .filter(|&i| !self.state[i].retired)
-            .collect();
-        let skipped = live.iter().filter(|&&i| self.skipped(i, now)).count();
-        skipped * 2 > live.len()
+        if now >= self.skip_horizon {
+            return false; // nothing is skipped
+        }
+        let (mut live, mut skipped) = (0usize, 0usize);
+        for s in self.state.iter().filter(|s| !s.retired) {
+            live += 1;
+            skipped += usize::from(s.skip_until > now);
+        }
+        skipped * 2 > live
     }
 
     fn eligible(&self, i: usize, now: u64, saturated: bool, all_retired: bool) -> bool {
@@ -75,15 +88,16 @@ impl EntropySet {
             let j = (splitmix(&mut self.rng) % (i as u64 + 1)) as usize;
             self.round.swap(i, j);
         }
+        self.round.reverse(); // stored next-last
     }
 
     /// The value of the next data packet (MR-MPS-3), preferring one other
     /// than `avoid` (MR-MPS-7, a retransmission's lost copy).
     pub(crate) fn next(&mut self, now: u64, avoid: Option<u16>) -> u16 {
-        let all_retired = self.state.iter().all(|s| s.retired);
+        let all_retired = self.live == 0;
         let saturated = self.skipping_saturated(now);
         for attempt in 0..2 {
-            let pick = self.round.iter().position(|&i| {
+            let pick = self.round.iter().rposition(|&i| {
                 self.eligible(i, now, saturated, all_retired)
                     && (attempt == 1 || Some(self.values[i]) != avoid)
             });
@@ -96,13 +110,13 @@ impl EntropySet {
             }
             // No eligible value left in R: a new round (§7.4).
             self.new_round(all_retired);
-            let pick = self.round.iter().position(|&i| {
+            let pick = self.round.iter().rposition(|&i| {
                 self.eligible(i, now, saturated, all_retired) && Some(self.values[i]) != avoid
             });
             let pick = pick.or_else(|| {
                 self.round
                     .iter()
-                    .position(|&i| self.eligible(i, now, saturated, all_retired))
+                    .rposition(|&i| self.eligible(i, now, saturated, all_retired))
             });
             if let Some(pos) = pick {
                 let i = self.round.remove(pos);
@@ -117,6 +131,7 @@ impl EntropySet {
         if let Some(i) = self.index_of(v) {
             let s = &mut self.state[i];
             s.skip_until = s.skip_until.max(until);
+            self.skip_horizon = self.skip_horizon.max(until);
         }
     }
 
@@ -125,6 +140,7 @@ impl EntropySet {
         match self.index_of(v) {
             Some(i) if !self.state[i].retired => {
                 self.state[i].retired = true;
+                self.live -= 1;
                 self.retirements += 1;
                 true
             }
@@ -134,8 +150,11 @@ impl EntropySet {
 
     /// MR-MPF-7: a probe on `v` was answered.
     pub(crate) fn restore(&mut self, v: u16) {
-        if let Some(i) = self.index_of(v) {
+        if let Some(i) = self.index_of(v)
+            && self.state[i].retired
+        {
             self.state[i].retired = false;
+            self.live += 1;
         }
     }
 }

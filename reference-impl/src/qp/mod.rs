@@ -377,7 +377,16 @@ impl Qp {
             });
         }
         self.modify(QpState::Rtr, attrs, caps, env)?;
-        self.transport = Transport::Mp(Box::new(MpTransport::new(&self.cfg, mp, seed)));
+        // Receive work requests posted in INIT carry over, in order.
+        let posted = match &mut self.transport {
+            Transport::Rc(rc) => rc.rsp.take_posted(),
+            Transport::Ud(_) | Transport::Mp(_) => Default::default(),
+        };
+        let mut transport = Box::new(MpTransport::new(&self.cfg, mp, seed));
+        for wr in posted {
+            transport.rsp.post_recv(&self.cfg, wr, env);
+        }
+        self.transport = Transport::Mp(transport);
         Ok(())
     }
 

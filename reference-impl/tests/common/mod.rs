@@ -65,7 +65,7 @@ impl Default for Params {
 }
 
 /// The RTR attributes of a QP connected to `peer` (Base or MP alike).
-fn rtr_attrs(peer: End, peer_ip: Ipv4Addr, peer_mac: [u8; 6], p: Params) -> QpAttrs {
+pub fn rtr_attrs(peer: End, peer_ip: Ipv4Addr, peer_mac: [u8; 6], p: Params) -> QpAttrs {
     QpAttrs {
         dest_qpn: Some(peer.qpn),
         rq_psn: Some(peer.psn),
@@ -96,7 +96,7 @@ fn to_init(dev: &mut Device, me: End, p: Params) {
 }
 
 /// RTR → RTS with `p`'s timers and retry counts.
-fn to_rts(dev: &mut Device, me: End, p: Params) {
+pub fn to_rts(dev: &mut Device, me: End, p: Params) {
     dev.modify_qp(
         me.qpn,
         QpState::Rts,

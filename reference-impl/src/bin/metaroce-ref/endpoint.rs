@@ -6,8 +6,8 @@ use crate::peer::fresh_seed;
 use core::net::Ipv4Addr;
 use metaroce_ref::drivers::raw::{RawConfig, RawDriver, interface_mac};
 use metaroce_ref::{
-    Access, AddressVector, CqHandle, Device, DeviceConfig, MrInfo, PdHandle, QpAttrs, QpInit,
-    QpState, QpType, RecvWr, Sge,
+    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MrInfo, PdHandle, QpAttrs,
+    QpInit, QpState, QpType, RecvWr, Sge,
 };
 use std::time::Duration;
 
@@ -73,7 +73,11 @@ pub(crate) fn open_device(o: &DeviceOptions<'_>) -> Result<RawDriver, String> {
     if let Some(window) = o.window {
         config.max_outstanding_psns = window;
     }
-    let mut raw = RawConfig::default();
+    let mut raw = RawConfig {
+        // Data movers: no copy of every sent frame back to the socket.
+        ipv4_only: true,
+        ..RawConfig::default()
+    };
     if let Some(ms) = o.tick_ms {
         raw.tick = Duration::from_millis(ms);
     }
@@ -128,28 +132,32 @@ pub(crate) struct Connection {
     /// Both `max_rd_atomic` and `max_dest_rd_atomic`.
     pub rd_atomic: u8,
     pub min_rnr_timer: u8,
+    /// MP (SPEC §7) with these attributes, negotiated on INIT→RTR; `None`
+    /// keeps the QP Base.
+    pub mp: Option<MpAttrs>,
 }
 
-/// Moves `qp` through RTR to RTS towards the peer (retry_cnt and rnr_retry 7).
+/// Moves `qp` through RTR (with the MP attributes, if any) to RTS towards
+/// the peer (retry_cnt and rnr_retry 7).
 pub(crate) fn connect_rc(dev: &mut Device, qp: &RcQp, c: &Connection) -> Result<(), String> {
-    dev.modify_qp(
-        qp.qpn,
-        QpState::Rtr,
-        &QpAttrs {
-            dest_qpn: Some(c.peer_qpn),
-            rq_psn: Some(c.peer_psn),
-            pmtu: Some(c.pmtu),
-            path: Some(AddressVector {
-                dest_ip: c.peer_ip,
-                dest_mac: c.peer_mac,
-                traffic_class: 0,
-                hop_limit: 64,
-            }),
-            max_dest_rd_atomic: Some(c.rd_atomic),
-            min_rnr_timer: Some(c.min_rnr_timer),
-            ..Default::default()
-        },
-    )
+    let rtr = QpAttrs {
+        dest_qpn: Some(c.peer_qpn),
+        rq_psn: Some(c.peer_psn),
+        pmtu: Some(c.pmtu),
+        path: Some(AddressVector {
+            dest_ip: c.peer_ip,
+            dest_mac: c.peer_mac,
+            traffic_class: 0,
+            hop_limit: 64,
+        }),
+        max_dest_rd_atomic: Some(c.rd_atomic),
+        min_rnr_timer: Some(c.min_rnr_timer),
+        ..Default::default()
+    };
+    match &c.mp {
+        Some(mp) => dev.modify_qp_mp(qp.qpn, &rtr, mp),
+        None => dev.modify_qp(qp.qpn, QpState::Rtr, &rtr),
+    }
     .map_err(e("modify_qp RTR"))?;
     dev.modify_qp(
         qp.qpn,

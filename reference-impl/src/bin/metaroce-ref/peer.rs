@@ -354,7 +354,6 @@ fn run(args: &PeerArgs, summary: &mut Value) -> Result<(), String> {
         "frames_in": s.frames_in, "frames_out": s.frames_out,
         "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
         "frames_filtered": s.frames_filtered, "rx_oversize": s.rx_oversize,
-        "rx_dropped": s.rx_dropped,
         "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
         "last_error": setup.driver.last_error(),
     });
@@ -428,6 +427,7 @@ fn setup(args: &PeerArgs, deadline: Instant) -> Result<Setup, String> {
             ack_timeout: args.ack_timeout,
             rd_atomic: 16,
             min_rnr_timer: 1,
+            mp: None,
         },
     )?;
     Ok(Setup {

@@ -1,9 +1,10 @@
-//! `metaroce-ref perf`: throughput of one Base RC connection over the
-//! AF_PACKET driver, in the manner of `ib_write_bw` / `ib_read_bw` /
+//! `metaroce-ref perf`: throughput of one RC connection, Base or MP
+//! (`--profile mp`, SPEC §7, negotiated on INIT→RTR), over the AF_PACKET
+//! driver, in the manner of `ib_write_bw` / `ib_read_bw` /
 //! `ib_send_bw`, and `--blast`, the ceiling of the link for frames of the
 //! same size.
 //!
-//! Base (`--op write|read|send`): the client keeps `--depth` work requests
+//! Base or MP (`--op write|read|send`): the client keeps `--depth` work requests
 //! of `--size` bytes outstanding until `--messages` have completed or
 //! `--duration` seconds have passed, then sends a final SEND with
 //! immediate; the server exposes memory (WRITE, READ) or keeps receives
@@ -17,9 +18,13 @@
 //! Blast (`--blast`): the client sends one RoCE RC SEND-middle frame with a
 //! payload of `min(--size, --pmtu)` bytes, built by the codec, as fast as
 //! the socket takes it for `--duration` seconds: no device, no
-//! reliability, no queue between threads. The server counts the frames addressed to it and
-//! reports the payload rate between the first and the last: what the link
-//! and the socket path deliver, the ceiling for Base.
+//! reliability. The server counts the frames addressed to it and reports
+//! the payload rate between the first and the last: what the link and the
+//! socket path deliver, the ceiling for Base and MP. Both ends use the
+//! transport's own port (`RawPort`): the same socket, receive buffer,
+//! batched `sendmmsg` ([`SEND_BATCH`] frames a call) and receive path
+//! (one `recv` a frame, `poll` only when the socket is empty), so the
+//! ratio measures the transport, not a difference of socket handling.
 //!
 //! Exit status: 0 on success, 1 on an error completion, a setup error or
 //! the time limit; 2 on bad arguments.
@@ -31,9 +36,10 @@ use crate::peer::{Role, parse_mac, parse_seed, write_info};
 use clap::{Args, ValueEnum};
 use core::net::Ipv4Addr;
 use metaroce_codec::{Opcode, PacketBuilder};
-use metaroce_ref::drivers::raw::{RawConfig, RawDriver, interface_mac};
+use metaroce_ref::drivers::raw::{RawConfig, RawDriver, RawPort, SEND_BATCH, interface_mac};
 use metaroce_ref::{
-    Access, CqHandle, Device, MrInfo, RemoteAddr, SendWr, Sge, WcOpcode, WcStatus, WrOp,
+    Access, CqHandle, Device, MpAttrs, MpTuning, MrInfo, RemoteAddr, SendWr, Sge, WcOpcode,
+    WcStatus, WrOp,
 };
 use serde_json::{Value, json};
 use std::io::{IsTerminal, Write};
@@ -50,6 +56,8 @@ const MIN_RECVS: u32 = 64;
 /// The blast receiver stops after this long without a frame (once some
 /// arrived).
 const BLAST_IDLE: Duration = Duration::from_secs(1);
+/// The blast receiver's longest wait for one frame.
+const BLAST_WAIT: Duration = Duration::from_millis(10);
 /// Interval of the progress line.
 const PROGRESS: Duration = Duration::from_secs(1);
 
@@ -62,6 +70,16 @@ pub enum Op {
     Read,
     /// SEND into the server's posted receives.
     Send,
+}
+
+/// The transport profile of the connection measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Profile {
+    /// RoCEv2 RC with go-back-N.
+    Base,
+    /// MP (SPEC §7): sprayed over an entropy set, selective
+    /// acknowledgement and retransmission, congestion control.
+    Mp,
 }
 
 /// Arguments of `metaroce-ref perf`.
@@ -77,9 +95,27 @@ pub struct PerfArgs {
     /// Raw frames without the transport: the link's ceiling.
     #[arg(long)]
     blast: bool,
-    /// Operation (Base mode; both ends must agree).
+    /// Operation (both ends must agree).
     #[arg(long, value_enum, default_value_t = Op::Write)]
     op: Op,
+    /// Transport profile (both ends must agree): Base, or MP negotiated on
+    /// INIT→RTR with `--mp-window` and the SPEC §10.3 constants.
+    #[arg(long, value_enum, default_value_t = Profile::Base)]
+    profile: Profile,
+    /// MP: `mp_window` W in PSNs (64–16384).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(64..=16384))]
+    mp_window: u32,
+    /// MP: `mp_rto_min` in µs (10–10000; SPEC §10.3 default 100). A
+    /// shared machine's scheduling delays exceed 100 µs often; each is a
+    /// spurious RTO (a retransmission, a retired entropy value, a
+    /// decrease), as `--ack-timeout` is for Base.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    mp_rto_min_us: u64,
+    /// MP: `mp_reorder_threshold` K (1–64; SPEC §10.3 default 3). A veth
+    /// reorders when the sending process moves to the other core between
+    /// two batches (each core's backlog is processed apart).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=64))]
+    mp_reorder_threshold: u8,
     /// Message size in bytes (blast: frames carry min(size, pmtu)).
     #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
     size: u32,
@@ -141,7 +177,11 @@ pub struct PerfArgs {
 pub fn main(args: &PerfArgs) -> ExitCode {
     let start = Instant::now();
     let mut summary = json!({
-        "mode": if args.blast { "blast" } else { "base" },
+        "mode": match (args.blast, args.profile) {
+            (true, _) => "blast",
+            (false, Profile::Base) => "base",
+            (false, Profile::Mp) => "mp",
+        },
         "role": format!("{:?}", args.role).to_lowercase(),
         "op": if args.blast { "blast".to_string() } else { format!("{:?}", args.op).to_lowercase() },
         "size": args.size,
@@ -293,7 +333,7 @@ fn base(args: &PerfArgs, role: Role, deadline: Instant, summary: &mut Value) -> 
     summary["driver"] = json!({
         "frames_in": s.frames_in, "frames_out": s.frames_out,
         "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
-        "rx_dropped": s.rx_dropped, "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
+        "rx_oversize": s.rx_oversize, "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
         "socket_rx_buffer": conn.driver.port().socket_rx_buffer(),
     });
     summary["device"] = json!({
@@ -302,6 +342,8 @@ fn base(args: &PerfArgs, role: Role, deadline: Instant, summary: &mut Value) -> 
         "local_ack_timeouts": c.local_ack_timeouts,
         "seq_naks_sent": c.seq_naks_sent, "rnr_naks_sent": c.rnr_naks_sent,
         "duplicate_requests": c.duplicate_requests,
+        "mp_retx_reorder": c.mp_retx_reorder, "mp_retx_timeout": c.mp_retx_timeout,
+        "mp_entropy_retired": c.mp_entropy_retired, "mp_probes_sent": c.mp_probes_sent,
     });
     outcome
 }
@@ -350,11 +392,14 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
         "role": format!("{role:?}").to_lowercase(),
         "qpn": qpn, "psn": psn, "rkey": mr.rkey, "va": remote_base,
         "op": format!("{:?}", args.op).to_lowercase(),
+        "profile": format!("{:?}", args.profile).to_lowercase(),
+        "mp_window": args.mp_window, "mp_rto_min_us": args.mp_rto_min_us,
+        "mp_reorder_threshold": args.mp_reorder_threshold,
         "size": args.size, "pmtu": args.pmtu, "depth": args.depth,
     });
     write_info(info_out, &me)?;
     let peer = read_json(info_in, deadline)?;
-    for k in ["op", "size", "pmtu", "depth"] {
+    for k in ["op", "profile", "mp_window", "size", "pmtu", "depth"] {
         if peer.get(k) != me.get(k) {
             return Err(format!(
                 "the peer runs another test: {k} {} here, {} there",
@@ -375,6 +420,7 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
             ack_timeout: args.ack_timeout,
             rd_atomic: 16,
             min_rnr_timer: 1,
+            mp: (args.profile == Profile::Mp).then(|| mp_attrs(args)),
         },
     )?;
     Ok(Conn {
@@ -386,6 +432,24 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
         peer_rkey: u32_field(&peer, "rkey")?,
         peer_va: field(&peer, "va")?,
     })
+}
+
+/// The MP attributes of `--profile mp`: the defaults (SPEC §10.3) but for
+/// `mp_window`, `mp_rto_min` (and `mp_rto_init`, at least the minimum) and
+/// `mp_reorder_threshold`.
+fn mp_attrs(args: &PerfArgs) -> MpAttrs {
+    let d = MpAttrs::default();
+    let rto_min_ns = args.mp_rto_min_us * 1000;
+    MpAttrs {
+        window: args.mp_window,
+        tuning: MpTuning {
+            rto_min_ns,
+            rto_init_ns: d.tuning.rto_init_ns.max(rto_min_ns),
+            reorder_threshold: args.mp_reorder_threshold,
+            ..d.tuning
+        },
+        ..d
+    }
 }
 
 fn post_recv(
@@ -616,51 +680,15 @@ fn blast_frame(args: &PerfArgs, mac: [u8; 6]) -> Vec<u8> {
         .build()
 }
 
-/// Both halves of a pnet Ethernet channel.
-type Channel = (
-    Box<dyn pnet_datalink::DataLinkSender>,
-    Box<dyn pnet_datalink::DataLinkReceiver>,
-);
-
-fn open_channel(iface: &str, frame_len: usize, promiscuous: bool) -> Result<Channel, String> {
-    let interface = pnet_datalink::interfaces()
-        .into_iter()
-        .find(|i| i.name == iface)
-        .ok_or_else(|| format!("no interface {iface:?}"))?;
-    let config = pnet_datalink::Config {
-        socket_fd: big_rx_socket()?,
-        read_buffer_size: frame_len.max(16 * 1024),
-        write_buffer_size: frame_len.max(16 * 1024),
-        read_timeout: Some(Duration::from_millis(10)),
-        write_timeout: Some(Duration::from_millis(100)),
-        promiscuous,
-        ..pnet_datalink::Config::default()
+/// The transport's own port, opened as `perf` opens the driver's
+/// (`endpoint::open_device`): the same socket receive buffer, promiscuous,
+/// IPv4 only.
+fn open_port(iface: &str) -> Result<RawPort, String> {
+    let config = RawConfig {
+        ipv4_only: true,
+        ..RawConfig::default()
     };
-    match pnet_datalink::channel(&interface, config) {
-        Ok(pnet_datalink::Channel::Ethernet(tx, rx)) => Ok((tx, rx)),
-        Ok(_) => Err(format!("{iface:?}: not an Ethernet channel")),
-        Err(err) => Err(format!("{iface:?}: AF_PACKET socket (needs root): {err}")),
-    }
-}
-
-/// The same 4 MiB socket receive buffer the driver asks for
-/// (`RawConfig::socket_rx_buffer`), so the blast and Base see the same
-/// socket.
-#[cfg(target_os = "linux")]
-fn big_rx_socket() -> Result<Option<i32>, String> {
-    use rustix::net::{AddressFamily, SocketType, socket, sockopt};
-    use std::os::fd::IntoRawFd;
-    let fd = socket(AddressFamily::PACKET, SocketType::RAW, None).map_err(e("socket"))?;
-    let want = RawConfig::default().socket_rx_buffer;
-    if sockopt::set_socket_recv_buffer_size_force(&fd, want).is_err() {
-        let _ = sockopt::set_socket_recv_buffer_size(&fd, want);
-    }
-    Ok(Some(fd.into_raw_fd()))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn big_rx_socket() -> Result<Option<i32>, String> {
-    Ok(None)
+    RawPort::open(iface, config).map_err(|e| e.to_string())
 }
 
 fn blast_send(args: &PerfArgs, deadline: Instant, summary: &mut Value) -> Result<(), String> {
@@ -669,7 +697,8 @@ fn blast_send(args: &PerfArgs, deadline: Instant, summary: &mut Value) -> Result
         None => interface_mac(&args.iface).map_err(|e| e.to_string())?,
     };
     let frame = blast_frame(args, mac);
-    let (mut tx, _rx) = open_channel(&args.iface, frame.len(), false)?;
+    let batch = [frame.as_slice(); SEND_BATCH];
+    let mut port = open_port(&args.iface)?;
     if let Some(ready) = &args.info_in {
         read_json(ready, deadline)?;
     }
@@ -681,19 +710,14 @@ fn blast_send(args: &PerfArgs, deadline: Instant, summary: &mut Value) -> Result
     let start = Instant::now();
     let stop = (start + duration).min(deadline);
     loop {
-        // Check the time every 64 frames.
-        for _ in 0..64 {
-            match tx.send_to(&frame, None) {
-                Some(Ok(())) => sent += 1,
-                Some(Err(err)) => {
-                    errors += 1;
-                    last_error = Some(err.to_string());
-                }
-                None => {
-                    errors += 1;
-                    last_error = Some("frame larger than the write buffer".into());
-                }
-            }
+        // One batch a system call, as the driver sends; the time is checked
+        // every batch.
+        let before = port.stats().tx_errors;
+        sent += port.send_all(&batch) as u64;
+        let failed = port.stats().tx_errors - before;
+        if failed > 0 {
+            errors += failed;
+            last_error = port.last_error().map(str::to_string);
         }
         progress.tick("blast send", sent * payload, sent, 0);
         if Instant::now() >= stop {
@@ -717,12 +741,12 @@ fn blast_receive(args: &PerfArgs, deadline: Instant, summary: &mut Value) -> Res
         None => interface_mac(&args.iface).map_err(|e| e.to_string())?,
     };
     let expect = blast_frame(args, args.peer_mac);
-    let (_tx, mut rx) = open_channel(&args.iface, expect.len(), true)?;
+    let mut port = open_port(&args.iface)?;
     if let Some(ready) = &args.info_out {
         write_info(ready, &json!({"role": "server", "blast": true}))?;
     }
     let payload = u64::from(args.size.min(args.pmtu));
-    let (mut frames, mut other, mut errors) = (0u64, 0u64, 0u64);
+    let (mut frames, mut other) = (0u64, 0u64);
     let (mut first, mut last) = (None::<Instant>, None::<Instant>);
     let mut progress = Progress::new();
     loop {
@@ -730,41 +754,30 @@ fn blast_receive(args: &PerfArgs, deadline: Instant, summary: &mut Value) -> Res
         if now >= deadline || last.is_some_and(|l| now.duration_since(l) >= BLAST_IDLE) {
             break;
         }
-        match rx.next() {
-            Ok(f) => {
-                // Ours: addressed to us, same length, RoCEv2 (UDP 4791).
-                if f.len() == expect.len()
-                    && f.get(0..6) == Some(&mac[..])
-                    && f.get(36..38) == Some(&[0x12, 0xB7][..])
-                {
-                    let t = Instant::now();
-                    first.get_or_insert(t);
-                    last = Some(t);
-                    frames += 1;
-                } else {
-                    other += 1;
-                }
+        // The driver's receive path (addressed to us, not from us); then
+        // ours: same length, RoCEv2 (UDP 4791).
+        let ours = port
+            .recv_with(mac, BLAST_WAIT, |f| {
+                f.len() == expect.len() && f.get(36..38) == Some(&[0x12, 0xB7][..])
+            })
+            .map_err(|e| e.to_string())?;
+        match ours {
+            Some(true) => {
+                let t = Instant::now();
+                first.get_or_insert(t);
+                last = Some(t);
+                frames += 1;
             }
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
-            Err(_) => {
-                errors += 1;
-                if errors > 1000 {
-                    return Err("receive failed 1000 times".into());
-                }
-            }
+            Some(false) => other += 1,
+            None => {}
         }
         progress.tick("blast receive", frames * payload, frames, 0);
     }
     progress.finish();
     summary["received"] = json!(frames);
-    summary["other_frames"] = json!(other);
-    summary["rx_errors"] = json!(errors);
+    let stats = port.stats();
+    summary["other_frames"] = json!(other + stats.frames_filtered);
+    summary["rx_errors"] = json!(stats.rx_errors);
     let secs = match (first, last) {
         (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
         _ => 0.0,

@@ -259,6 +259,7 @@ fn run(args: &PingpongArgs, summary: &mut Value) -> Result<(), String> {
             ack_timeout: args.ack_timeout,
             rd_atomic: 1,
             min_rnr_timer: 12,
+            mp: None,
         },
     )?;
     tcp.write_all(b"done\0").map_err(e("TCP write"))?;
@@ -400,7 +401,7 @@ fn run(args: &PingpongArgs, summary: &mut Value) -> Result<(), String> {
     let c = driver.device().counters();
     summary["driver"] = json!({
         "frames_in": s.frames_in, "frames_out": s.frames_out,
-        "frames_filtered": s.frames_filtered, "rx_dropped": s.rx_dropped,
+        "frames_filtered": s.frames_filtered, "rx_oversize": s.rx_oversize,
         "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
     });
     summary["device"] = json!({

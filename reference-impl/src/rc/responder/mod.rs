@@ -61,6 +61,12 @@ impl Responder {
         self.rq.push_back(wr);
     }
 
+    /// The receive work requests posted and not consumed, in order,
+    /// leaving none (a QP that turns MP at RTR hands them over).
+    pub(crate) fn take_posted(&mut self) -> VecDeque<RecvWr> {
+        std::mem::take(&mut self.rq)
+    }
+
     pub(crate) fn recv_depth(&self) -> usize {
         self.rq.len() + usize::from(matches!(self.progress, Some(InProgress::Send { .. })))
     }

@@ -1,0 +1,180 @@
+//! The AF_PACKET socket under [`super::raw`]: one socket bound to one
+//! interface for every EtherType, non-blocking, and the three system calls
+//! the driver's loop makes on it:
+//!
+//! - [`PacketSocket::try_recv`]: one `recv(MSG_DONTWAIT | MSG_TRUNC)` into
+//!   the caller's buffer; nothing queued is `Ok(None)`, not a wait;
+//! - [`PacketSocket::wait`]: `ppoll(2)` for readable (or writable), only
+//!   when the socket has nothing queued;
+//! - [`PacketSocket::send_batch`]: up to [`SEND_BATCH`] frames in one
+//!   `sendmmsg(2)`.
+//!
+//! pnet's datalink channel, used before, polls before every receive and
+//! every send (two system calls a frame) and cannot batch. pnet still opens
+//! the channel here (it binds the socket to the interface with `ETH_P_ALL`
+//! and joins promiscuous mode, which rustix has no safe call for): the
+//! socket is created here with its receive buffer, a duplicate of the
+//! descriptor is handed to pnet, and pnet's channel is dropped as soon as
+//! it has bound it; binding and membership belong to the socket, which
+//! this descriptor keeps open. No unsafe code: rustix and pnet hold it.
+
+use pnet_datalink::NetworkInterface;
+use std::io;
+use std::time::Duration;
+
+/// Frames one `sendmmsg(2)` carries at most.
+pub const SEND_BATCH: usize = 64;
+
+/// What the socket is: see the module documentation.
+#[derive(Debug)]
+pub(crate) struct PacketSocket {
+    #[cfg(target_os = "linux")]
+    fd: std::os::fd::OwnedFd,
+    rx_buffer: Option<usize>,
+}
+
+#[cfg(target_os = "linux")]
+impl PacketSocket {
+    /// A socket on `iface` with a receive buffer of `rx_buffer` bytes (0:
+    /// the system default), in promiscuous mode if asked, for every
+    /// EtherType, or only IPv4 when `ipv4_only`.
+    pub(crate) fn open(
+        iface: &NetworkInterface,
+        rx_buffer: usize,
+        promiscuous: bool,
+        ipv4_only: bool,
+    ) -> io::Result<Self> {
+        use pnet_datalink::{Channel, ChannelType, Config};
+        use rustix::net::{AddressFamily, SocketType, socket, sockopt};
+        use std::os::fd::IntoRawFd;
+        // Protocol 0: nothing is received until the bind (ETH_P_ALL on this
+        // interface), so no frame of another interface gets in first.
+        let fd = socket(AddressFamily::PACKET, SocketType::RAW, None)?;
+        if rx_buffer > 0 && sockopt::set_socket_recv_buffer_size_force(&fd, rx_buffer).is_err() {
+            // Without CAP_NET_ADMIN: as much as net.core.rmem_max allows.
+            let _ = sockopt::set_socket_recv_buffer_size(&fd, rx_buffer);
+        }
+        let rx_buffer = sockopt::socket_recv_buffer_size(&fd).ok();
+        let for_pnet = rustix::io::dup(&fd)?;
+        let config = Config {
+            socket_fd: Some(for_pnet.into_raw_fd()),
+            read_buffer_size: 64,
+            write_buffer_size: 64,
+            promiscuous,
+            // pnet binds with this protocol; the socket stays SOCK_RAW
+            // (whole frames). IPv4 only (ETH_P_IP) puts the socket on the
+            // interface's protocol list instead of the every-protocol tap:
+            // the frames this socket sends are not copied back to it.
+            channel_type: if ipv4_only {
+                ChannelType::Layer3(0x0800)
+            } else {
+                ChannelType::Layer2
+            },
+            ..Config::default()
+        };
+        // pnet binds, joins promiscuous mode and sets O_NONBLOCK (on the
+        // open file, so on `fd` too), then closes its descriptor here.
+        match pnet_datalink::channel(iface, config)? {
+            Channel::Ethernet(_tx, _rx) => {}
+            _ => return Err(io::Error::other("not an Ethernet channel")),
+        }
+        rustix::io::ioctl_fionbio(&fd, true)?;
+        Ok(PacketSocket { fd, rx_buffer })
+    }
+
+    /// The receive buffer in bytes as the kernel reports it (it doubles
+    /// the value asked for), if known.
+    pub(crate) fn rx_buffer(&self) -> Option<usize> {
+        self.rx_buffer
+    }
+
+    /// Receives the next queued frame into `buf` and returns its length on
+    /// the wire (more than `buf.len()` when it was truncated), or `None`
+    /// when no frame is queued. Never waits.
+    pub(crate) fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        use rustix::net::{RecvFlags, recv};
+        loop {
+            match recv(&self.fd, &mut *buf, RecvFlags::DONTWAIT | RecvFlags::TRUNC) {
+                Ok((_, len)) => return Ok(Some(len)),
+                Err(rustix::io::Errno::AGAIN) => return Ok(None),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Waits at most `timeout` until a frame is queued (`writable`: until
+    /// the send buffer has room). Returns whether it is so; a signal ends
+    /// the wait early (`false`).
+    pub(crate) fn wait(&self, timeout: Duration, writable: bool) -> io::Result<bool> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let flags = if writable {
+            PollFlags::OUT
+        } else {
+            PollFlags::IN
+        };
+        let mut fds = [PollFd::new(&self.fd, flags)];
+        let ts = Timespec {
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        match poll(&mut fds, Some(&ts)) {
+            Ok(n) => Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Sends the first frames of `frames` (at most [`SEND_BATCH`]) in one
+    /// `sendmmsg(2)` and returns how many left. An error only when the
+    /// first could not: `WouldBlock` when the send buffer is full.
+    pub(crate) fn send_batch<F: AsRef<[u8]>>(&self, frames: &[F]) -> io::Result<usize> {
+        use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, sendmmsg};
+        use std::io::IoSlice;
+        let frames = &frames[..frames.len().min(SEND_BATCH)];
+        if frames.is_empty() {
+            return Ok(0);
+        }
+        let iovs: Vec<[IoSlice<'_>; 1]> =
+            frames.iter().map(|f| [IoSlice::new(f.as_ref())]).collect();
+        let mut controls: Vec<SendAncillaryBuffer<'_, '_, '_>> = frames
+            .iter()
+            .map(|_| SendAncillaryBuffer::default())
+            .collect();
+        let mut msgs: Vec<MMsgHdr<'_>> = iovs
+            .iter()
+            .zip(controls.iter_mut())
+            .map(|(iov, control)| MMsgHdr::new(iov, control))
+            .collect();
+        loop {
+            match sendmmsg(&self.fd, &mut msgs, SendFlags::DONTWAIT) {
+                Ok(n) => return Ok(n),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// AF_PACKET is Linux's: elsewhere opening fails.
+#[cfg(not(target_os = "linux"))]
+impl PacketSocket {
+    pub(crate) fn open(_: &NetworkInterface, _: usize, _: bool, _: bool) -> io::Result<Self> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the raw driver needs Linux (AF_PACKET)",
+        ))
+    }
+    pub(crate) fn rx_buffer(&self) -> Option<usize> {
+        self.rx_buffer
+    }
+    pub(crate) fn try_recv(&self, _: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(None)
+    }
+    pub(crate) fn wait(&self, _: Duration, _: bool) -> io::Result<bool> {
+        Ok(false)
+    }
+    pub(crate) fn send_batch<F: AsRef<[u8]>>(&self, _: &[F]) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
