@@ -44,6 +44,7 @@
 
 use super::Tally;
 use super::input::Input;
+use super::mp_watch::MpWatch;
 use super::pair::{Event, Kind, LINK_CAP, Modified, Pair};
 use super::reference;
 use core::net::IpAddr;
@@ -116,7 +117,13 @@ struct Judges {
     /// How often A sent each PSN to B's RC QP since a frame from B last
     /// reached A (the retry bound, see [`Judges::count_send`]).
     streak: BTreeMap<u32, u32>,
+    /// The MP conversation's judges (`mp_watch`).
+    mp: MpWatch,
 }
+
+/// Receives B keeps posted on its MP QP (8 KiB each, at the start of its
+/// first region), refilled when fewer than half are left.
+const MP_RECVS: usize = 32;
 
 /// Runs one input; `Err` names what the model does not allow.
 pub fn run(data: &[u8]) -> Result<(), String> {
@@ -144,6 +151,7 @@ pub fn run_tally_with(
     pair.observe = true;
     pair.split_buffers = true;
     let mut j = Judges::new(&pair, mode);
+    fill_mp_recvs(&mut pair);
     let mut done = [BTreeSet::new(), BTreeSet::new()];
     let mut events = 0;
     let trace = std::env::var_os("METAROCE_FUZZ_TRACE").is_some();
@@ -151,11 +159,14 @@ pub fn run_tally_with(
         if inp.is_empty() {
             break;
         }
-        let event = Event::TABLE[inp.pick(Event::TABLE.len())];
+        let tag = inp.pick(Event::TABLE.len());
+        let event = Event::TABLE[tag];
+        // The second `PostSend` of the table posts on A's MP QP.
+        let on = if tag == 1 { Kind::Mp } else { Kind::Rc };
         if trace {
-            eprintln!("event {i}: {event:?} at {} ns", pair.now);
+            eprintln!("event {i}: {event:?} ({on:?}) at {} ns", pair.now);
         }
-        j.step(&mut pair, event, &mut inp, &mut done)
+        j.step(&mut pair, event, on, &mut inp, &mut done)
             .map_err(|e| format!("{mode:?} mode, event {i} ({event:?}): {e}"))?;
         events += 1;
     }
@@ -230,6 +241,7 @@ impl Judges {
             trace: std::env::var_os("METAROCE_FUZZ_TRACE").is_some(),
             recv_mask: BTreeMap::new(),
             streak: BTreeMap::new(),
+            mp: MpWatch::new(pair),
         }
     }
 
@@ -237,11 +249,12 @@ impl Judges {
         &mut self,
         pair: &mut Pair,
         event: Event,
+        on: Kind,
         inp: &mut Input<'_>,
         done: &mut [BTreeSet<u64>; 2],
     ) -> Result<(), String> {
         match event {
-            Event::PostSend => pair.post_send_on(A, Kind::Rc, inp)?,
+            Event::PostSend => pair.post_send_on(A, on, inp)?,
             Event::PostRecv => {
                 if let Some(wr) = pair.post_recv_on(B, Kind::Rc, inp)? {
                     self.post_recv(pair, &wr);
@@ -260,11 +273,14 @@ impl Judges {
                 } else {
                     self.streak.clear(); // B's frames may reach A
                     pair.deliver(B, 1 + inp.pick(8), inp);
+                    for f in std::mem::take(&mut pair.delivered[A]) {
+                        self.mp.a_received(pair, &f, pair.now)?;
+                    }
                 }
             }
             Event::Inject => {
                 let wire = pair.injected_frame(B, inp);
-                self.at_b(pair, &wire)?;
+                self.at_b(pair, &wire, true)?;
             }
             Event::Advance => {
                 let dt = match inp.pick(3) {
@@ -304,17 +320,36 @@ impl Judges {
             pair.pump()?;
             self.capture(pair)?;
         }
-        reference::check(pair, done)
+        let wcs = pair.nodes[B].completions.clone();
+        self.invalidated_by_mp(pair, &wcs);
+        reference::check(pair, done)?;
+        if pair.nodes[B]
+            .dev
+            .query_qp(pair.nodes[B].qpn(Kind::Mp))
+            .is_ok_and(|i| i.state == RefState::Rts)
+        {
+            self.mp.probes_due(pair.now)?;
+            fill_mp_recvs(pair);
+        } else {
+            self.mp.b_err();
+        }
+        Ok(())
     }
 
     fn capture(&mut self, pair: &mut Pair) -> Result<(), String> {
         // The capture point is A's port: A's frames as A sends them, B's as
         // A receives them (so every timestamp is A's own time).
-        for f in std::mem::take(&mut pair.sent[A]) {
+        let times = std::mem::take(&mut pair.sent_ns[A]);
+        for (i, f) in std::mem::take(&mut pair.sent[A]).into_iter().enumerate() {
             self.count_send(pair, &f)?;
             self.observe(pair, &f, A)?;
+            let at = times.get(i).copied().unwrap_or(pair.now);
+            self.mp.a_sent(pair, &f, at)?;
         }
-        pair.sent[B].clear();
+        for f in std::mem::take(&mut pair.sent[B]) {
+            self.mp.b_sent(pair, &f)?;
+        }
+        pair.sent_ns[B].clear();
         pair.delivered = [Vec::new(), Vec::new()];
         Ok(())
     }
@@ -379,26 +414,51 @@ impl Judges {
             if self.mode == Mode::Lossy && from == B && inp.pick(8) == 7 {
                 continue; // lost (an exhausted input loses nothing)
             }
+            // MP requests may be lost on their way to B, in every mode
+            // but `Strict` (the MP judges need no guess about them).
+            if self.mode != Mode::Strict
+                && from == A
+                && MpWatch::to_b_mp(pair, &frame)
+                && inp.pick(8) == 7
+            {
+                continue;
+            }
             if from == A {
-                self.at_b(pair, &frame)?;
+                self.at_b(pair, &frame, false)?;
             } else {
                 self.streak.clear();
                 self.observe(pair, &frame, B)?;
+                self.mp.a_received(pair, &frame, pair.now)?;
                 pair.hand(A, &frame);
             }
         }
         Ok(())
     }
 
-    /// One frame reaches B: admission, responder, conversation.
-    fn at_b(&mut self, pair: &mut Pair, wire: &[u8]) -> Result<(), String> {
+    /// One frame reaches B (`injected`: from an `Inject` event, not from
+    /// A): admission, responder, conversation.
+    fn at_b(&mut self, pair: &mut Pair, wire: &[u8], injected: bool) -> Result<(), String> {
         let rc = pair.nodes[B].qpn(Kind::Rc);
+        let mp = pair.nodes[B].qpn(Kind::Mp);
         self.sync_states(pair);
         let before = counters(&pair.nodes[B].dev);
         let was_err = self.rsp.qp_state == QpState::Err;
+        let mp_rts = pair.nodes[B]
+            .dev
+            .query_qp(mp)
+            .is_ok_and(|i| i.state == RefState::Rts);
         let (rx, received) = self.rx.receive(wire, pair.now);
         self.rx = rx;
         let verdict = received.verdict;
+        let duplicate = self.mp.duplicate_at_b(pair, wire).then(|| memory(pair));
+        if let Verdict::Deliver(d) = &verdict
+            && d.qpn == mp
+        {
+            if injected {
+                self.mp.foreign_at_b();
+            }
+            self.mp.b_delivered(wire, pair.now, mp_rts, pair.pmtu);
+        }
         pair.hand(B, wire);
         // What B did in answer: frames (the link gets them), completions.
         let mut sent = Vec::new();
@@ -415,11 +475,23 @@ impl Judges {
             .filter(|w| w.status == metaroce_ref::WcStatus::Success)
             .count() as u64;
         pair.nodes[B].completions.extend(wcs.iter().copied());
+        self.invalidated_by_mp(pair, &wcs);
         let after = counters(&pair.nodes[B].dev);
         for f in &sent {
+            self.mp.b_sent(pair, f)?;
             pair.links[B].push_back(f.clone());
         }
         let summary = || describe(wire);
+        if let Some(before) = duplicate
+            && matches!(&verdict, Verdict::Deliver(d) if d.qpn == mp)
+            && let Some(why) = changed(&before, &memory(pair))
+        {
+            return Err(format!(
+                "MR-MPW-3, MR-MPP-8: {} is a duplicate at B's MP QP (B acknowledged its \
+                 PSN), but {why}",
+                summary()
+            ));
+        }
         self.notification_point(&received, &sent, &summary)?;
         match verdict {
             Verdict::NotMetaRoce => same_counters(before, after, None, &summary)?,
@@ -601,6 +673,26 @@ impl Judges {
         }
     }
 
+    /// An MP SEND with Invalidate completed at B (MR-MPP-9): the region is
+    /// gone for B's RC QP too, which the RC responder model learns here.
+    fn invalidated_by_mp(&mut self, pair: &Pair, wcs: &[WorkCompletion]) {
+        let mp = pair.nodes[B].qpn(Kind::Mp);
+        let mp_wcs: Vec<WorkCompletion> = wcs
+            .iter()
+            .filter(|w| w.qpn == mp && w.invalidated_rkey.is_some())
+            .copied()
+            .collect();
+        if mp_wcs.is_empty() {
+            return;
+        }
+        for key in mp_wcs.iter().filter_map(|w| w.invalidated_rkey) {
+            if let Some(regions) = self.rsp.memory.known_mut() {
+                regions.retain(|r| r.rkey != key);
+            }
+        }
+        self.invalidated(pair, &mp_wcs);
+    }
+
     /// The retry bound (MR-TMR-5, MR-TMR-6): while no frame from B reaches
     /// A, A sends nothing again but on its local ACK timeout, each time one
     /// retry from the oldest unacknowledged PSN, and after `retry_cnt`
@@ -708,6 +800,22 @@ impl Judges {
                     self.resume = true;
                 }
             }
+            Modified::Err(B, Kind::Mp) => self.mp.b_err(),
+            Modified::Reconnected(Kind::Mp) => {
+                // The new MP connection starts with no MP frame in flight
+                // (frames of the old one would be judged against the new).
+                let qps = [pair.nodes[A].qpn(Kind::Mp), pair.nodes[B].qpn(Kind::Mp)];
+                for link in &mut pair.links {
+                    link.retain(|f| {
+                        Frame::parse(f, &ParseOptions::default())
+                            .ok()
+                            .and_then(|f| f.roce)
+                            .is_none_or(|p| !qps.contains(&p.bth.dest_qp))
+                    });
+                }
+                self.mp.reconnected(pair);
+                fill_mp_recvs(pair);
+            }
             Modified::Reconnected(Kind::Rc) => {
                 self.streak.clear();
                 if self.mode != Mode::Inject {
@@ -762,6 +870,53 @@ impl Judges {
             }
         }
         None
+    }
+}
+
+/// The bytes of B's regions.
+fn memory(pair: &Pair) -> Vec<Vec<u8>> {
+    let b = &pair.nodes[B];
+    b.mrs
+        .iter()
+        .map(|m| {
+            b.dev
+                .read_mr(m.info.lkey, m.info.addr, m.info.len)
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The first byte that differs between two [`memory`] snapshots.
+fn changed(before: &[Vec<u8>], after: &[Vec<u8>]) -> Option<String> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .find_map(|(r, (b, a))| {
+            let i = b.iter().zip(a).position(|(x, y)| x != y)?;
+            Some(format!(
+                "byte {i} of B's region {r} changed from {:#04x} to {:#04x}",
+                b[i], a[i]
+            ))
+        })
+}
+
+/// B keeps [`MP_RECVS`] receives posted on its MP QP (refilled below half).
+fn fill_mp_recvs(pair: &mut Pair) {
+    let qpn = pair.nodes[B].qpn(Kind::Mp);
+    let posted = pair.nodes[B]
+        .outstanding
+        .values()
+        .filter(|&&(q, r)| q == qpn && r)
+        .count();
+    if posted >= MP_RECVS / 2 {
+        return;
+    }
+    for _ in posted..MP_RECVS {
+        if !pair.post_recv_fixed(B, Kind::Mp, 8192) {
+            break;
+        }
     }
 }
 
@@ -1037,10 +1192,11 @@ pub fn describe(wire: &[u8]) -> String {
     match Frame::parse(wire, &ParseOptions::default()) {
         Ok(f) => match f.roce {
             Some(p) => format!(
-                "{} psn {} qp {:#x} ackreq {} {:?}{:?}{:?} {} bytes",
+                "{} psn {} qp {:#x} port {:#06x} ackreq {} {:?}{:?}{:?} {} bytes",
                 p.bth.opcode,
                 p.bth.psn,
                 p.bth.dest_qp,
+                f.udp.map_or(0, |u| u.src_port),
                 p.bth.ack_req,
                 p.ext.aeth,
                 p.ext.reth,

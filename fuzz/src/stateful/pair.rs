@@ -16,7 +16,7 @@ use super::input::Input;
 use core::net::Ipv4Addr;
 use metaroce_codec::{Frame, ParseOptions};
 use metaroce_ref::{
-    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MrInfo, PdHandle,
+    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MpTuning, MrInfo, PdHandle,
     QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, WcStatus,
     WorkCompletion, WrOp,
 };
@@ -35,6 +35,22 @@ const RESULTS: usize = 3;
 pub const PATTERN: u8 = 0xA5;
 /// The UD Q_Key.
 const QKEY: u32 = 0x1111_1111;
+/// `mp_window` W of the MP connection (the smallest allowed, so that
+/// injected frames fall beyond it often).
+pub const MP_WINDOW: u32 = 64;
+/// `mp_cwnd_init` and `mp_cwnd_max` of the MP QPs, in bytes: small, so
+/// that a message of a few PMTUs meets the window (MR-MPC-1).
+pub const MP_CWND: u64 = 8192;
+/// Entropy values per MP QP.
+const MP_ENTROPY_N: u16 = 16;
+
+/// The entropy set (`mp_entropy_set`) of node `n`'s MP QP: sixteen values,
+/// disjoint between the nodes (A's from 0xC100, B's from 0xD100), so an
+/// echo of B's own port is never one of A's.
+pub fn mp_entropy(n: usize) -> Vec<u16> {
+    let base = if n == 0 { 0xC100 } else { 0xD100 };
+    (0..MP_ENTROPY_N).map(|i| base + i * 3).collect()
+}
 
 /// Which QP of a node an event names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +160,13 @@ pub struct Pair {
     pub delivered: [Vec<Vec<u8>>; 2],
     /// Frames each node sent, for observers.
     pub sent: [Vec<Vec<u8>>; 2],
+    /// When each frame of `sent` left its node (virtual ns): with
+    /// `observe`, timers firing inside [`Pair::advance`] have their frames
+    /// drained at the time they fired, not at the end of the advance.
+    pub sent_ns: [Vec<u64>; 2],
+    /// A storm seen while draining inside [`Pair::advance`], reported by
+    /// the next [`Pair::pump`].
+    storm: Option<String>,
     /// Keep `delivered` and `sent`.
     pub observe: bool,
     /// PMTU of the RC and MP QPs.
@@ -244,6 +267,8 @@ impl Pair {
             next_wr: 1,
             delivered: [Vec::new(), Vec::new()],
             sent: [Vec::new(), Vec::new()],
+            sent_ns: [Vec::new(), Vec::new()],
+            storm: None,
             observe: false,
             pmtu,
             split_buffers: false,
@@ -255,6 +280,9 @@ impl Pair {
 
     /// Drains both devices into the link; `Err` on a storm.
     pub fn pump(&mut self) -> Result<(), String> {
+        if let Some(e) = self.storm.take() {
+            return Err(e);
+        }
         for i in 0..2 {
             let mut n = 0;
             while let Some(frame) = self.nodes[i].dev.poll_transmit() {
@@ -266,6 +294,7 @@ impl Pair {
                 }
                 if self.observe {
                     self.sent[i].push(frame.clone());
+                    self.sent_ns[i].push(self.now);
                 }
                 if self.links[i].len() >= LINK_CAP {
                     self.links[i].pop_front();
@@ -364,6 +393,12 @@ impl Pair {
             for n in &mut self.nodes {
                 if n.dev.poll_timeout().is_some_and(|t| t <= self.now) {
                     n.dev.handle_timeout(self.now);
+                }
+            }
+            if self.observe && self.storm.is_none() {
+                // Frames leave at the time their timer fired.
+                if let Err(e) = self.pump() {
+                    self.storm = Some(e);
                 }
             }
         }
@@ -533,6 +568,37 @@ impl Pair {
             return Ok(Some(wr));
         }
         Ok(None)
+    }
+
+    /// Node `n` posts a receive of `len` bytes at the start of its results
+    /// region (local write only, where READ results and, with
+    /// `split_buffers`, receives land; the canary bytes of region 0 stay
+    /// unexposed) on its QP of `kind` (the differential target keeps B's
+    /// MP receive queue filled this way); whether the device took it.
+    pub fn post_recv_fixed(&mut self, n: usize, kind: Kind, len: u32) -> bool {
+        let qpn = self.nodes[n].qpn(kind);
+        let m = &self.nodes[n].mrs[RESULTS];
+        let sge = Sge {
+            addr: m.info.addr,
+            len: len.min(m.info.len as u32),
+            lkey: m.info.lkey,
+        };
+        expose(
+            &mut self.nodes[n].mrs,
+            sge.lkey,
+            sge.addr,
+            u64::from(sge.len),
+        );
+        let wr = RecvWr {
+            wr_id: self.wr_id(),
+            sg_list: vec![sge],
+        };
+        let id = wr.wr_id;
+        if self.nodes[n].dev.post_recv(qpn, wr).is_ok() {
+            self.nodes[n].outstanding.insert(id, (qpn, true));
+            return true;
+        }
+        false
     }
 
     /// The frame an `Inject` event sends to node `to`, from its peer's
@@ -787,9 +853,12 @@ fn connect(nodes: &mut [Node; 2], kind: Kind, psns: [u32; 2], t: &Timing) -> Res
         };
         if kind == Kind::Mp {
             let mp = MpAttrs {
-                entropy: MpEntropy::Seeded {
-                    n: 16,
-                    seed: u64::from(qpn),
+                entropy: MpEntropy::Values(mp_entropy(i)),
+                window: MP_WINDOW,
+                tuning: MpTuning {
+                    cwnd_init: MP_CWND,
+                    cwnd_max: MP_CWND,
+                    ..MpTuning::default()
                 },
                 ..MpAttrs::default()
             };

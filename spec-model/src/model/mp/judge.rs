@@ -83,6 +83,11 @@ pub struct MpJudge {
     /// Values that may have been ineligible (E echoed, loss, probe): the
     /// latest order at which that was so.
     doubtful: BTreeMap<u16, u64>,
+    /// Values that may be retired (a use of them may have been deemed
+    /// lost, MR-MPF-1): doubtful at every later order, since a retired
+    /// value stays out of the rounds until a probe on it is answered,
+    /// which this judge does not follow (so it keeps them doubtful).
+    retired: BTreeSet<u16>,
     /// Requests that need a prompt ACK: PSN → (deadline, frame).
     ack_due: BTreeMap<u32, (u64, u64)>,
     /// Findings so far.
@@ -107,6 +112,7 @@ impl MpJudge {
             trim_naked: BTreeSet::new(),
             uses: BTreeMap::new(),
             doubtful: BTreeMap::new(),
+            retired: BTreeSet::new(),
             ack_due: BTreeMap::new(),
             findings: Vec::new(),
             finding_frames: Vec::new(),
@@ -229,7 +235,20 @@ impl MpJudge {
         // again is a retransmission, whether or not the capture holds the
         // original.
         let prev = self.sent.get(&psn.value()).copied();
-        if prev.is_none() && self.cum_acked(psn) {
+        // A READ request with R set may re-request missing responses
+        // (MR-MPR-7): its PSN, the READ's first PSN plus offset / PMTU, is
+        // one the responder acknowledged when it accepted the READ
+        // (MR-MPR-2), and its timing is MR-MPR-6's. The capture does not
+        // show which responses are missing, so MR-MPL-4 and MR-MPL-6 are
+        // not judged on it.
+        let rerequest = p.bth.opcode == Opcode::MP_READ_REQUEST && m.retransmission;
+        // An atomic is retransmitted while no MP Atomic Acknowledge has
+        // arrived, even if an MP ACK reported its PSN (MR-MPP-14): not
+        // judged by MR-MPL-6 either.
+        let atomic = matches!(p.bth.opcode, Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD)
+            && m.retransmission;
+        let rerequest = rerequest || atomic;
+        if prev.is_none() && self.cum_acked(psn) && !rerequest {
             self.report(
                 "MR-MPL-6",
                 format!("PSN {psn} retransmitted after it was acknowledged"),
@@ -246,7 +265,9 @@ impl MpJudge {
         }
         if let Some(prev) = prev {
             let frames = vec![frame, prev.frame];
-            if self.acked(psn) {
+            if rerequest {
+                // Judged by neither MR-MPL-4 nor MR-MPL-6 (above).
+            } else if self.acked(psn) {
                 self.report(
                     "MR-MPL-6",
                     format!("PSN {psn} retransmitted after it was acknowledged"),
@@ -289,6 +310,7 @@ impl MpJudge {
             }
             // The lost copy's value may be retired now.
             self.doubtful.insert(prev.ev, seq);
+            self.retired.insert(prev.ev);
         }
         self.trim_naked.remove(&psn.value());
         // Bytes in flight, lower bound: unacknowledged, not NAKed, younger
@@ -322,6 +344,26 @@ impl MpJudge {
                 ),
                 vec![frame],
             );
+        }
+        // A loss attributable to a value retires it (MR-MPF-1) when the PSN
+        // is deemed lost, which may be long before the capture shows its
+        // retransmission (the RTO deems every PSN in flight lost at once):
+        // every value whose latest unacknowledged use may have been deemed
+        // lost by now may be retired, so doubtful from here on.
+        let lost_values: Vec<u16> = self
+            .sent
+            .iter()
+            .filter(|&(&q, s)| {
+                !self.acked(Psn::new(q))
+                    && (now.saturating_sub(s.time).saturating_add(self.tolerance_ns)
+                        >= self.cfg.rto_min
+                        || self.acked_after(s.seq, k) >= k)
+            })
+            .map(|(_, s)| s.ev)
+            .collect();
+        self.retired.extend(lost_values);
+        for &v in &self.retired {
+            self.doubtful.insert(v, seq);
         }
         // Coverage before repeat (MR-MPS-3), judged only between the previous
         // two uses of the value, where a whole round must lie.
