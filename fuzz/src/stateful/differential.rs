@@ -119,6 +119,8 @@ struct Judges {
     streak: BTreeMap<u32, u32>,
     /// The MP conversation's judges (`mp_watch`).
     mp: MpWatch,
+    /// The time an `Advance` event started, until its frames are captured.
+    advanced_from: Option<u64>,
 }
 
 /// Receives B keeps posted on its MP QP (8 KiB each, at the start of its
@@ -242,6 +244,7 @@ impl Judges {
             recv_mask: BTreeMap::new(),
             streak: BTreeMap::new(),
             mp: MpWatch::new(pair),
+            advanced_from: None,
         }
     }
 
@@ -279,7 +282,21 @@ impl Judges {
                 }
             }
             Event::Inject => {
-                let wire = pair.injected_frame(B, inp);
+                let mut wire = pair.injected_frame(B, inp);
+                // Of the frames aimed at B's MP QP, one in four is a
+                // well-formed MP request beyond its window instead
+                // (MR-MPW-1), one in four a late duplicate of an old request
+                // of A's (MR-MPW-3).
+                if MpWatch::to_b_mp(pair, &wire) {
+                    let instead = match inp.pick(4) {
+                        0 => self.mp.beyond_window(inp.pick(4) as u32),
+                        1 => self.mp.late_duplicate(),
+                        _ => None,
+                    };
+                    if let Some(w) = instead {
+                        wire = w;
+                    }
+                }
                 self.at_b(pair, &wire, true)?;
             }
             Event::Advance => {
@@ -288,6 +305,7 @@ impl Judges {
                     1 => u64::from(inp.u16()) * 100,
                     _ => 4096u64 << (inp.pick(12) as u32),
                 };
+                self.advanced_from = Some(pair.now);
                 pair.advance(dt);
             }
             Event::Modify => {
@@ -339,17 +357,18 @@ impl Judges {
     fn capture(&mut self, pair: &mut Pair) -> Result<(), String> {
         // The capture point is A's port: A's frames as A sends them, B's as
         // A receives them (so every timestamp is A's own time).
-        let times = std::mem::take(&mut pair.sent_ns[A]);
-        for (i, f) in std::mem::take(&mut pair.sent[A]).into_iter().enumerate() {
+        // Frames A's timers sent during an `Advance` left at some time
+        // since its start: the MP judge takes the start, with the span as
+        // the timestamps' tolerance.
+        let from = self.advanced_from.take().unwrap_or(pair.now);
+        for f in std::mem::take(&mut pair.sent[A]) {
             self.count_send(pair, &f)?;
             self.observe(pair, &f, A)?;
-            let at = times.get(i).copied().unwrap_or(pair.now);
-            self.mp.a_sent(pair, &f, at)?;
+            self.mp.a_sent(pair, &f, from, pair.now - from)?;
         }
         for f in std::mem::take(&mut pair.sent[B]) {
             self.mp.b_sent(pair, &f)?;
         }
-        pair.sent_ns[B].clear();
         pair.delivered = [Vec::new(), Vec::new()];
         Ok(())
     }
@@ -414,14 +433,22 @@ impl Judges {
             if self.mode == Mode::Lossy && from == B && inp.pick(8) == 7 {
                 continue; // lost (an exhausted input loses nothing)
             }
-            // MP requests may be lost on their way to B, in every mode
-            // but `Strict` (the MP judges need no guess about them).
-            if self.mode != Mode::Strict
-                && from == A
-                && MpWatch::to_b_mp(pair, &frame)
-                && inp.pick(8) == 7
-            {
-                continue;
+            // MP requests may be lost on their way to B, or come with a
+            // late duplicate of an old request of A's, in every mode but
+            // `Strict` (the MP judges need no guess about either).
+            if self.mode != Mode::Strict && from == A && MpWatch::to_b_mp(pair, &frame) {
+                match inp.pick(8) {
+                    7 => continue,
+                    6 => {
+                        if let Some(old) = self.mp.late_duplicate() {
+                            if self.mp.unchanging_at_b(pair, &old).is_some() {
+                                rewrite_target(pair, &old);
+                            }
+                            self.at_b(pair, &old, false)?;
+                        }
+                    }
+                    _ => {}
+                }
             }
             if from == A {
                 self.at_b(pair, &frame, false)?;
@@ -450,7 +477,10 @@ impl Judges {
         let (rx, received) = self.rx.receive(wire, pair.now);
         self.rx = rx;
         let verdict = received.verdict;
-        let duplicate = self.mp.duplicate_at_b(pair, wire).then(|| memory(pair));
+        let unchanging = self
+            .mp
+            .unchanging_at_b(pair, wire)
+            .map(|why| (why, memory(pair)));
         if let Verdict::Deliver(d) = &verdict
             && d.qpn == mp
         {
@@ -482,15 +512,12 @@ impl Judges {
             pair.links[B].push_back(f.clone());
         }
         let summary = || describe(wire);
-        if let Some(before) = duplicate
+        if let Some((rule, before)) = unchanging
+            && mp_rts
             && matches!(&verdict, Verdict::Deliver(d) if d.qpn == mp)
             && let Some(why) = changed(&before, &memory(pair))
         {
-            return Err(format!(
-                "MR-MPW-3, MR-MPP-8: {} is a duplicate at B's MP QP (B acknowledged its \
-                 PSN), but {why}",
-                summary()
-            ));
+            return Err(format!("{rule}: {}, but {why}", summary()));
         }
         self.notification_point(&received, &sent, &summary)?;
         match verdict {
@@ -871,6 +898,37 @@ impl Judges {
         }
         None
     }
+}
+
+/// B's application rewrites the bytes an MP WRITE packet of A's placed
+/// (each byte XOR 0x5A), as it may once the WRITE has completed: a late
+/// duplicate of that packet placed again would then change them.
+fn rewrite_target(pair: &mut Pair, wire: &[u8]) {
+    let Ok(f) = Frame::parse(wire, &ParseOptions::default()) else {
+        return;
+    };
+    let Some(p) = f.roce else { return };
+    let (Some(r), Some(m)) = (p.ext.reth, p.ext.mpeth) else {
+        return;
+    };
+    if !matches!(p.bth.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM) || p.payload.is_empty() {
+        return;
+    }
+    let b = &mut pair.nodes[B];
+    let Some(mr) = b.mrs.iter().find(|x| x.info.rkey == r.rkey) else {
+        return;
+    };
+    let (lkey, start, end) = (mr.info.lkey, mr.info.addr, mr.info.addr + mr.info.len);
+    let va = r.va.wrapping_add(u64::from(m.offset));
+    let len = p.payload.len() as u64;
+    if va < start || va.saturating_add(len) > end {
+        return;
+    }
+    let Ok(now) = b.dev.read_mr(lkey, va, len) else {
+        return;
+    };
+    let flipped: Vec<u8> = now.iter().map(|x| x ^ 0x5A).collect();
+    let _ = b.dev.write_mr(lkey, va, &flipped);
 }
 
 /// The bytes of B's regions.

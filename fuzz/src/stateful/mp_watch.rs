@@ -3,9 +3,12 @@
 //!
 //! Two judges, both at capture points where what they see is certain:
 //!
-//! 1. **Requester** (A's port): A's MP requests as A sends them, each at
-//!    the time it left A (frames a timer sends are drained when the timer
-//!    fires), and B's MP ACKs as A receives them, go to the spec model's
+//! 1. **Requester** (A's port): A's MP requests as A sends them (frames
+//!    A's timers sent during an `Advance` event are stamped with its start,
+//!    and the judge's timestamp tolerance grows to the longest such span,
+//!    which weakens the time-based parts of MR-MPL-4, MR-MPC-1 and
+//!    MR-MPS-3 after long advances, never the PSN-based ones), and B's MP
+//!    ACKs as A receives them, go to the spec model's
 //!    [`MpJudge`] (the judge of `metaroce check`), which applies the
 //!    requester rules a capture at the requester shows: entropy set and
 //!    coverage before repeat (MR-MPS-1, MR-MPS-3), retransmission only of
@@ -37,8 +40,9 @@
 //!      answered: the harness learns when B sent a frame only to within
 //!      the event.)
 //!    - a request whose PSN B has already acknowledged cumulatively (a
-//!      duplicate, from A's retransmissions or the link's duplication)
-//!      changes no byte of B's memory (MR-MPW-3, MR-MPP-8, MR-MPP-12;
+//!      duplicate, from A's retransmissions or the link's duplication), or
+//!      whose PSN is beyond B's window for certain (injected), changes no
+//!      byte of B's memory (MR-MPW-3, MR-MPP-8, MR-MPP-12, MR-MPW-1;
 //!      `Judges::at_b`).
 //!
 //! Not judged: what B's MP QP placed and completed (the memory and
@@ -52,13 +56,16 @@
 use super::pair::{Kind, MP_CWND, MP_WINDOW, Pair, mp_entropy};
 use metaroce_codec::{Frame, IcrcStatus, Opcode, ParseOptions, Psn, RocePacket, icrc};
 use metaroce_spec::Severity;
-use metaroce_spec::model::mp::{MpConfig, packets_for};
 use metaroce_spec::model::mp::judge::{CapturePoint, MpJudge};
+use metaroce_spec::model::mp::{MpConfig, packets_for};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Most PSNs, echoes and probes the responder judge keeps; beyond, it
 /// stops (bounded memory; stopping only makes the run judge less).
 const MAX_KEPT: usize = 1 << 16;
+
+/// A's MP requests kept for late duplicates.
+const HISTORY: usize = 64;
 
 const A: usize = 0;
 const B: usize = 1;
@@ -117,6 +124,9 @@ pub struct MpWatch {
     pub judged: u64,
     /// `mp_ack_prompt_max` (ns).
     prompt: u64,
+    /// The latest MP requests (not probes) A sent to B's MP QP, as sent,
+    /// oldest first (at most [`HISTORY`]).
+    history: std::collections::VecDeque<Vec<u8>>,
 }
 
 /// A's MP QP's parameters, as `Pair` connects it.
@@ -154,6 +164,7 @@ impl MpWatch {
             frames: 0,
             judged: 0,
             prompt,
+            history: std::collections::VecDeque::new(),
         };
         w.responder = Some(Responder::new(w.rq_psn(pair)));
         w
@@ -200,12 +211,14 @@ impl MpWatch {
             .is_some_and(|p| p.bth.dest_qp == pair.nodes[B].qpn(Kind::Mp))
     }
 
-    /// A frame A sent at `time`: an MP request to B's MP QP goes to the
-    /// requester judge.
-    pub fn a_sent(&mut self, pair: &Pair, wire: &[u8], time: u64) -> Result<(), String> {
+    /// A frame A sent at `time`, or up to `late` ns after it: an MP request
+    /// to B's MP QP goes to the requester judge, whose timestamp tolerance
+    /// is the largest such uncertainty so far.
+    pub fn a_sent(&mut self, pair: &Pair, wire: &[u8], time: u64, late: u64) -> Result<(), String> {
         let Some(j) = &mut self.requester else {
             return Ok(());
         };
+        j.tolerance_ns = j.tolerance_ns.max(late);
         let Some(f) = parse(wire) else {
             return Ok(());
         };
@@ -217,6 +230,12 @@ impl MpWatch {
         }
         self.frames += 1;
         self.judged += 1;
+        if p.bth.opcode != Opcode::MP_PROBE {
+            if self.history.len() >= HISTORY {
+                self.history.pop_front();
+            }
+            self.history.push_back(wire.to_vec());
+        }
         j.on_request(self.frames, p, udp.src_port, time);
         findings(j, wire, "A sent")
     }
@@ -356,22 +375,74 @@ impl MpWatch {
         Ok(())
     }
 
-    /// Whether `wire` is an MP request (not a probe) that B's MP QP has
-    /// already received and acknowledged cumulatively: a duplicate, which
-    /// B acknowledges again without placing or executing it (MR-MPW-3,
-    /// MR-MPP-8, MR-MPP-12), so B's memory must not change.
-    pub fn duplicate_at_b(&self, pair: &Pair, wire: &[u8]) -> bool {
-        let Some(acked) = self.responder.as_ref().and_then(|r| r.acked) else {
-            return false;
-        };
-        parse(wire).and_then(|f| f.roce).is_some_and(|p| {
-            p.bth.dest_qp == pair.nodes[B].qpn(Kind::Mp)
-                && is_request(p.bth.opcode)
-                && p.bth.opcode != Opcode::MP_PROBE
-                && p.ext.mpeth.is_some()
-                && !p.bth.psn.is_after(acked)
-                && acked.distance(p.bth.psn) < MP_WINDOW
-        })
+    /// Whether `wire`, an MP request (not a probe) to B's MP QP, must leave
+    /// B's memory as it is, and why: a duplicate, whose PSN B has already
+    /// acknowledged cumulatively, which B acknowledges again without
+    /// placing or executing it (MR-MPW-3, MR-MPP-8, MR-MPP-12); or a PSN
+    /// beyond B's receive window for certain (beyond the harness's
+    /// cumulative PSN, never behind B's, plus W), which B drops without
+    /// changing any state (MR-MPW-1).
+    pub fn unchanging_at_b(&self, pair: &Pair, wire: &[u8]) -> Option<&'static str> {
+        let r = self.responder.as_ref()?;
+        let p = parse(wire)?.roce?;
+        if p.bth.dest_qp != pair.nodes[B].qpn(Kind::Mp)
+            || !is_request(p.bth.opcode)
+            || p.bth.opcode == Opcode::MP_PROBE
+            || p.ext.mpeth.is_none()
+        {
+            return None;
+        }
+        if let Some(acked) = r.acked
+            && !p.bth.psn.is_after(acked)
+            && acked.distance(p.bth.psn) < MP_WINDOW
+        {
+            return Some("MR-MPW-3, MR-MPP-8: a duplicate at B's MP QP (B acknowledged its PSN)");
+        }
+        let d = p.bth.psn.distance(r.cum);
+        // Far enough below 2^23 that B's cumulative PSN, at most a window
+        // behind the harness's, cannot make it an old PSN.
+        (d > MP_WINDOW && d < (1 << 23) - 4 * MP_WINDOW)
+            .then_some("MR-MPW-1: beyond B's MP receive window")
+    }
+
+    /// A copy of A's latest MP request moved beyond B's receive window for
+    /// certain: PSN `k` past the harness's cumulative PSN plus W, MSN 8
+    /// ahead (a message B has not completed), ICRC made valid. A
+    /// well-formed request no requester sends (MR-MPW-2), which B must drop
+    /// (MR-MPW-1); `Inject` events send it now and then, since random
+    /// injected frames are seldom consistent enough to be placed.
+    pub fn beyond_window(&self, k: u32) -> Option<Vec<u8>> {
+        let cum = self.responder.as_ref()?.cum;
+        let wire = self.history.back()?;
+        let mut f = parse(wire)?;
+        let roce = f.roce.as_mut()?;
+        roce.bth.psn = cum.add(MP_WINDOW + 1 + k % 4);
+        let m = roce.ext.mpeth.as_mut()?;
+        m.msn = m.msn.add(8);
+        icrc::fill(&mut f);
+        let mut buf = vec![0; f.buffer_len()];
+        let n = f.emit(&mut buf).ok()?;
+        buf.truncate(n);
+        Some(buf)
+    }
+
+    /// An old request of A's, as A sent it: a late duplicate (the network
+    /// may duplicate and delay any frame), which B, if it has acknowledged
+    /// its PSN, must not place or execute again (MR-MPW-3, MR-MPP-8,
+    /// MR-MPP-12), even though the bytes it wrote were since overwritten.
+    /// The oldest kept MP WRITE packet with payload, else the oldest kept
+    /// request.
+    pub fn late_duplicate(&self) -> Option<Vec<u8>> {
+        self.history
+            .iter()
+            .find(|w| {
+                parse(w).and_then(|f| f.roce).is_some_and(|p| {
+                    matches!(p.bth.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM)
+                        && !p.payload.is_empty()
+                })
+            })
+            .or(self.history.front())
+            .cloned()
     }
 
     /// Probes B has not answered by `now` beyond `mp_ack_prompt_max`.

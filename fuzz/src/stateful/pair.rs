@@ -16,8 +16,8 @@ use super::input::Input;
 use core::net::Ipv4Addr;
 use metaroce_codec::{Frame, ParseOptions};
 use metaroce_ref::{
-    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MpTuning, MrInfo, PdHandle,
-    QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, WcStatus,
+    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MpTuning, MrInfo,
+    PdHandle, QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, WcStatus,
     WorkCompletion, WrOp,
 };
 use std::collections::{BTreeMap, VecDeque};
@@ -160,13 +160,6 @@ pub struct Pair {
     pub delivered: [Vec<Vec<u8>>; 2],
     /// Frames each node sent, for observers.
     pub sent: [Vec<Vec<u8>>; 2],
-    /// When each frame of `sent` left its node (virtual ns): with
-    /// `observe`, timers firing inside [`Pair::advance`] have their frames
-    /// drained at the time they fired, not at the end of the advance.
-    pub sent_ns: [Vec<u64>; 2],
-    /// A storm seen while draining inside [`Pair::advance`], reported by
-    /// the next [`Pair::pump`].
-    storm: Option<String>,
     /// Keep `delivered` and `sent`.
     pub observe: bool,
     /// PMTU of the RC and MP QPs.
@@ -267,8 +260,6 @@ impl Pair {
             next_wr: 1,
             delivered: [Vec::new(), Vec::new()],
             sent: [Vec::new(), Vec::new()],
-            sent_ns: [Vec::new(), Vec::new()],
-            storm: None,
             observe: false,
             pmtu,
             split_buffers: false,
@@ -280,9 +271,6 @@ impl Pair {
 
     /// Drains both devices into the link; `Err` on a storm.
     pub fn pump(&mut self) -> Result<(), String> {
-        if let Some(e) = self.storm.take() {
-            return Err(e);
-        }
         for i in 0..2 {
             let mut n = 0;
             while let Some(frame) = self.nodes[i].dev.poll_transmit() {
@@ -294,7 +282,6 @@ impl Pair {
                 }
                 if self.observe {
                     self.sent[i].push(frame.clone());
-                    self.sent_ns[i].push(self.now);
                 }
                 if self.links[i].len() >= LINK_CAP {
                     self.links[i].pop_front();
@@ -393,12 +380,6 @@ impl Pair {
             for n in &mut self.nodes {
                 if n.dev.poll_timeout().is_some_and(|t| t <= self.now) {
                     n.dev.handle_timeout(self.now);
-                }
-            }
-            if self.observe && self.storm.is_none() {
-                // Frames leave at the time their timer fired.
-                if let Err(e) = self.pump() {
-                    self.storm = Some(e);
                 }
             }
         }

@@ -19,6 +19,9 @@ use crate::Finding;
 use metaroce_codec::{Opcode, Psn, RocePacket};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Transmissions whose echoes the judge remembers (bounded memory).
+const RECENT: usize = 1024;
+
 /// Where the capture was taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CapturePoint {
@@ -61,7 +64,8 @@ pub struct MpJudge {
     /// Where the capture was taken.
     pub point: CapturePoint,
     /// How far capture timestamps may be off (ns): the loss-by-time rule
-    /// (MR-MPL-4) and the ACK deadlines (MR-MPA-1) are widened by it.
+    /// (MR-MPL-4), the ACK deadlines (MR-MPA-1), and the age below which a
+    /// packet surely counts in flight (MR-MPC-1) are widened by it.
     pub tolerance_ns: u64,
     /// Latest transmission per PSN, not yet cumulatively acknowledged.
     sent: BTreeMap<u32, Sent>,
@@ -88,6 +92,9 @@ pub struct MpJudge {
     /// value stays out of the rounds until a probe on it is answered,
     /// which this judge does not follow (so it keeps them doubtful).
     retired: BTreeSet<u16>,
+    /// (entropy, timestamp) of the latest [`RECENT`] transmissions, to tell
+    /// an echo that names one packet from one that names several.
+    recent: std::collections::VecDeque<(u16, u32)>,
     /// Requests that need a prompt ACK: PSN → (deadline, frame).
     ack_due: BTreeMap<u32, (u64, u64)>,
     /// Findings so far.
@@ -113,6 +120,7 @@ impl MpJudge {
             uses: BTreeMap::new(),
             doubtful: BTreeMap::new(),
             retired: BTreeSet::new(),
+            recent: std::collections::VecDeque::new(),
             ack_due: BTreeMap::new(),
             findings: Vec::new(),
             finding_frames: Vec::new(),
@@ -213,6 +221,10 @@ impl MpJudge {
                 vec![frame],
             );
         }
+        if self.recent.len() >= RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((ev, m.timestamp));
         if p.bth.opcode == Opcode::MP_PROBE {
             self.doubtful.insert(ev, self.seq);
             return;
@@ -245,8 +257,8 @@ impl MpJudge {
         // An atomic is retransmitted while no MP Atomic Acknowledge has
         // arrived, even if an MP ACK reported its PSN (MR-MPP-14): not
         // judged by MR-MPL-6 either.
-        let atomic = matches!(p.bth.opcode, Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD)
-            && m.retransmission;
+        let atomic =
+            matches!(p.bth.opcode, Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD) && m.retransmission;
         let rerequest = rerequest || atomic;
         if prev.is_none() && self.cum_acked(psn) && !rerequest {
             self.report(
@@ -323,7 +335,8 @@ impl MpJudge {
             .filter(|&(&q, s)| {
                 !self.acked(Psn::new(q))
                     && !self.trim_naked.contains(&q)
-                    && now.saturating_sub(s.time) < self.cfg.rto_min
+                    && now.saturating_sub(s.time).saturating_add(self.tolerance_ns)
+                        < self.cfg.rto_min
                     && self.acked_after(s.seq, k) < k
                     && q != psn.value()
             })
@@ -479,12 +492,23 @@ impl MpJudge {
                 }
             }
         }
-        // The triggering packet, by its echoes (MR-MPA-6, SACK base rule).
-        let trigger = self
+        // The triggering packet, by its echoes (MR-MPA-6, SACK base rule),
+        // when they name one packet only: packets sent at one instant on
+        // one value (a burst longer than the entropy set, a retransmission
+        // beside new packets) share both.
+        let mut matching = self
             .sent
             .iter()
-            .find(|(_, x)| x.ev == s.echoed_entropy && x.ts == s.echoed_timestamp)
+            .filter(|(_, x)| x.ev == s.echoed_entropy && x.ts == s.echoed_timestamp)
             .map(|(&q, x)| (Psn::new(q), *x));
+        // A transmission already forgotten (acknowledged) may share them
+        // too: the echo must be unique among the recent transmissions.
+        let echo = (s.echoed_entropy, s.echoed_timestamp);
+        let unique = self.recent.iter().filter(|&&e| e == echo).count() <= 1;
+        let trigger = match (matching.next(), matching.next()) {
+            (Some(one), None) if unique => Some(one),
+            _ => None,
+        };
         if let Some((t, x)) = trigger {
             if s.retransmission != x.retx {
                 self.report(
@@ -580,8 +604,8 @@ impl MpJudge {
 mod tests {
     use super::*;
     use crate::model::mp::testutil::*;
-    use metaroce_codec::ext::{SackethRepr, Syndrome};
-    use metaroce_codec::{Msn, Opcode};
+    use metaroce_codec::ext::{MpethRepr, SackethRepr, Syndrome};
+    use metaroce_codec::{Msn, Opcode, PacketBuilder};
 
     fn cfg() -> MpConfig {
         MpConfig {
@@ -788,5 +812,187 @@ mod tests {
         // A new packet beyond: reported.
         let k = j.request(&data(5, false).roce(), 3, 14);
         assert_eq!(ids(&k.findings), vec!["MR-MPC-1"]);
+    }
+
+    /// A cumulative MP ACK up to `cum`, echoing nothing the judge knows.
+    fn cum_ack(cum: u32) -> Wire {
+        wire(ack(
+            cum,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(cum + 1),
+                ..SackethRepr::default()
+            },
+        ))
+    }
+
+    /// Found by the differential fuzz target on the reference transport: a
+    /// READ whose responses were lost is re-requested (R set, MR-MPR-7)
+    /// with a PSN the responder acknowledged when it accepted the READ
+    /// (MR-MPR-2); that is no retransmission of an acknowledged PSN.
+    #[test]
+    fn read_re_request_of_an_acknowledged_read_is_no_mr_mpl_6() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        j = j.request(&wire(read(10, 0, 0, 512, 0x5000, 9, 512)).roce(), 1, 0);
+        j = j.ack(&cum_ack(11).roce(), 10);
+        // All responses lost: re-request from offset 0, after the RTO.
+        let rr = wire(read(10, 0, 0, 512, 0x5000, 9, 512).ext(|e| {
+            e.mpeth.as_mut().unwrap().retransmission = true;
+        }));
+        let k = j.request(&rr.roce(), 2, 1_000_000);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // A data packet with that PSN would be one.
+        let k = j.request(&data(10, true).roce(), 2, 1_000_000);
+        assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
+    }
+
+    /// MR-MPP-14: an atomic whose PSN an MP ACK reported but whose MP
+    /// Atomic Acknowledge did not arrive is retransmitted after the RTO.
+    #[test]
+    fn atomic_retransmission_after_an_mp_ack_is_no_mr_mpl_6() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        j = j.request(&wire(fetch_add(20, 0, 0x5000, 9, 1)).roce(), 1, 0);
+        j = j.ack(&cum_ack(20).roce(), 10);
+        let again = wire(fetch_add(20, 0, 0x5000, 9, 1).ack_req(true).ext(|e| {
+            e.mpeth.as_mut().unwrap().retransmission = true;
+        }));
+        let k = j.request(&again.roce(), 2, 1_000_000);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+    }
+
+    /// Found by the differential fuzz target on the reference transport:
+    /// the RTO deems every PSN in flight lost at once, retiring their
+    /// values (MR-MPF-1) before the capture shows most retransmissions; the
+    /// requester then goes round the values left. Sending from one value
+    /// with the others eligible stays a finding (MR-MPS-3).
+    #[test]
+    fn values_retired_by_the_rto_are_doubtful_for_mr_mps_3() {
+        let c = MpConfig {
+            pmtu: 256,
+            entropy_set: vec![1, 2, 3, 4, 5, 6],
+            ..MpConfig::default()
+        };
+        let mut j = MpJudge::new(c.clone(), CapturePoint::Requester);
+        // PSNs 0..4 on values 1..4; 5 and 6 are left in the round.
+        for i in 0..4u32 {
+            j = j.request(&data(i, false).roce(), (i + 1) as u16, u64::from(i));
+        }
+        // The RTO: 1..4 retired; the retransmissions and the next new PSN
+        // go round 5, 6 (value 1 was retired before the round of the
+        // second 6 began, and is seen retransmitted before it).
+        let rto = 1_000_000;
+        for (n, (psn, ev)) in [(0u32, 5u16), (1, 6), (2, 6), (3, 5), (4, 6)]
+            .into_iter()
+            .enumerate()
+        {
+            j = j.request(&data(psn, psn < 4).roce(), ev, rto + n as u64);
+            assert!(j.findings.is_empty(), "PSN {psn}: {:?}", j.findings);
+        }
+        // One value for everything, nothing lost: reported.
+        let mut j = MpJudge::new(c, CapturePoint::Requester);
+        for i in 0..3u32 {
+            j = j.request(&data(i, false).roce(), 1, u64::from(i));
+        }
+        assert_eq!(ids(&j.findings), vec!["MR-MPS-3"]);
+    }
+
+    /// Found by the differential fuzz target on the reference transport:
+    /// two packets sent at one instant on one entropy value (a retransmission
+    /// and a new packet) echo alike; an ACK echoing them may answer either.
+    #[test]
+    fn an_echo_that_names_two_packets_judges_neither_mr_mpa_6() {
+        let c = MpConfig {
+            pmtu: 256,
+            entropy_set: vec![],
+            ..MpConfig::default()
+        };
+        let mut j = MpJudge::new(c, CapturePoint::Requester);
+        // PSN 0 at time 0; at time 1_000_000 its retransmission and PSN 1,
+        // both on value 7 with timestamp 1000.
+        j = j.request(&data(0, false).roce(), 3, 0);
+        let retx = wire(
+            req(Opcode::MP_SEND, 0, 0, 0, 8192, &[0; 256])
+                .ack_req(true)
+                .ext(|e| {
+                    let m = e.mpeth.as_mut().unwrap();
+                    m.retransmission = true;
+                    m.timestamp = 1000;
+                }),
+        );
+        let new = wire(req(Opcode::MP_SEND, 1, 0, 256, 8192, &[0; 256]).ext(|e| {
+            e.mpeth.as_mut().unwrap().timestamp = 1000;
+        }));
+        j = j.request(&retx.roce(), 7, 1_000_000);
+        j = j.request(&new.roce(), 7, 1_000_000);
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // The ACK of PSN 1 (R clear): the echo names both packets.
+        let a = wire(ack(
+            0xFF_FFFF,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(0),
+                sack_bitmap: 1 << 62,
+                echoed_entropy: 7,
+                echoed_timestamp: 1000,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack(&a.roce(), 1_000_010);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // PSN 0 acknowledged (forgotten), then an ACK echoing its
+        // retransmission (R set): PSN 1 alone is kept with that echo.
+        let j = j.ack(&cum_ack(0).roce(), 1_000_020);
+        let b = wire(ack(
+            0,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                retransmission: true,
+                sack_base_psn: Psn::new(1),
+                echoed_entropy: 7,
+                echoed_timestamp: 1000,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack(&b.roce(), 1_000_030);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // A probe sent beside a retransmission, on its value at its instant:
+        // the probe's ACK (R clear) echoes both.
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        j = j.request(&data(5, false).roce(), 2, 0);
+        let retx = wire(
+            req(Opcode::MP_SEND, 5, 0, 5 * 256, 8192, &[0; 256])
+                .ack_req(true)
+                .ext(|e| {
+                    let m = e.mpeth.as_mut().unwrap();
+                    m.retransmission = true;
+                    m.timestamp = 2000;
+                }),
+        );
+        let probe = wire(
+            PacketBuilder::new(Opcode::MP_PROBE)
+                .psn(5)
+                .dest_qp(0x22)
+                .ack_req(true)
+                .ext(|e| {
+                    e.mpeth = Some(MpethRepr {
+                        timestamp: 2000,
+                        ..MpethRepr::default()
+                    })
+                }),
+        );
+        j = j.request(&retx.roce(), 1, 1_000_000);
+        j = j.request(&probe.roce(), 1, 1_000_000);
+        let c = wire(ack(
+            4,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(5),
+                echoed_entropy: 1,
+                echoed_timestamp: 2000,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack(&c.roce(), 1_000_010);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
     }
 }
