@@ -44,6 +44,8 @@ struct Sent {
     offset: u32,
     msg_len: u32,
     len: u32,
+    /// PSNs the request takes: n for a READ request (MR-MPH-12), else 1.
+    span: u32,
     /// Order of this transmission.
     seq: u64,
     /// Capture frame of this transmission.
@@ -428,6 +430,11 @@ impl MpJudge {
                 offset: m.offset,
                 msg_len: m.msg_len,
                 len,
+                span: if p.bth.opcode == Opcode::MP_READ_REQUEST {
+                    super::packets_for(m.msg_len, self.cfg.pmtu)
+                } else {
+                    1
+                },
                 seq,
                 frame,
             },
@@ -475,14 +482,18 @@ impl MpJudge {
                 );
             }
         }
-        // MR-MPA-4: bits only for PSNs that were sent (within the capture).
+        // MR-MPA-4: bits only for PSNs that were sent (within the capture),
+        // a READ request's n reserved PSNs included (MR-MPR-2).
         if let Some(first) = self.first_psn {
             for i in 0..64u32 {
                 let q = s.sack_base_psn.add(i);
                 if s.is_sacked(q)
                     && !q.is_before(first)
                     && q.is_after(cum)
-                    && !self.sent.contains_key(&q.value())
+                    && !self
+                        .sent
+                        .iter()
+                        .any(|(&p, x)| q.distance(Psn::new(p)) < x.span)
                 {
                     self.report(
                         "MR-MPA-4",
@@ -994,5 +1005,42 @@ mod tests {
         ));
         let k = j.ack(&c.roce(), 1_000_010);
         assert!(k.findings.is_empty(), "{:?}", k.findings);
+    }
+
+    /// Found by the differential fuzz target on the reference transport: the
+    /// responder reports every PSN an MP READ reserves once it accepted it
+    /// (MR-MPR-2), which the capture shows only as the request's PSN.
+    #[test]
+    fn a_read_s_reserved_psns_count_as_sent_mr_mpa_4() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        j = j.request(&data(25, false).roce(), 1, 0);
+        // A READ of 768 bytes at PMTU 256 at PSN 27 takes 27, 28 and 29.
+        j = j.request(&wire(read(27, 1, 0, 768, 0x5000, 9, 768)).roce(), 2, 1);
+        let a = wire(ack(
+            25,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(26),
+                sack_bitmap: 0b0111 << 60,
+                echoed_entropy: 2,
+                echoed_timestamp: 1027,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack(&a.roce(), 10);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // PSN 30 was not sent.
+        let b = wire(ack(
+            25,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(26),
+                sack_bitmap: 0b01111 << 59,
+                echoed_entropy: 2,
+                echoed_timestamp: 1027,
+                ..SackethRepr::default()
+            },
+        ));
+        assert_eq!(ids(&j.ack(&b.roce(), 10).findings), vec!["MR-MPA-4"]);
     }
 }
