@@ -1,11 +1,15 @@
 //! The `differential` target: the reference transport and the spec model on
 //! the same event sequence; the model judges what the transport does.
 //!
-//! Node A (the requester) posts RC work requests, node B (the responder)
-//! posts receives; frames cross the link, time passes, QPs are reset. The
-//! first input byte picks a mode: `Strict` (nothing lost), `Lossy`
-//! (responses may be lost) or `Inject` (any impairment both ways, and
-//! structure-aware frames injected at B from A's addresses). Four judges watch B:
+//! Node A (the requester) posts RC work requests and, on the second
+//! `PostSend` tag of the event table, MP work requests to B's MP QP; node
+//! B (the responder) posts receives on its RC QP and keeps 32 posted on its
+//! MP QP; frames cross the link, time passes, QPs are reset. The first
+//! input byte picks a mode: `Strict` (nothing lost), `Lossy` (responses may
+//! be lost; MP requests may be lost or joined by a late duplicate of an old
+//! one) or `Inject` (any impairment both ways, structure-aware frames
+//! injected at B from A's addresses, among them MP requests beyond B's
+//! window and late duplicates). Four judges watch B's RC side:
 //!
 //! 1. **Admission** (every frame reaching B): the model's receive path
 //!    (`receiver::Device`, SPEC §9.2) decides drop or delivery; B's drop
@@ -35,6 +39,16 @@
 //!    `NpDecision` (§6.17) wants exactly one CNP from B when it is `Send`,
 //!    none otherwise (MR-CNP-1, MR-CNP-2, MR-CNP-4), on B's RC and UD QPs.
 //!
+//! 5. **MP conversation** (`mp_watch`, every mode): A's MP requests and
+//!    B's MP ACKs at A's port go to the spec model's `MpJudge` (entropy,
+//!    selective retransmission, bytes in flight against `mp_cwnd_max`, ACK
+//!    content), until a frame not from A reaches B's MP QP; B's MP ACKs are
+//!    checked against what B was handed (cumulative PSN and SACK bits only
+//!    for PSNs delivered within the window, echoes of a delivered request,
+//!    every probe answered), and a duplicate or beyond-window MP request
+//!    must leave B's memory as it is. What B's MP QP places and completes
+//!    is not modelled (see `mp_watch` for what is not judged and why).
+//!
 //! And one bound on A: the **retry bound** (MR-TMR-5, MR-TMR-6, in every
 //! mode): A sends no PSN to B's RC QP more than `1 + retry_cnt` times
 //! between two frames from B reaching it.
@@ -44,7 +58,7 @@
 
 use super::Tally;
 use super::input::Input;
-use super::mp_watch::MpWatch;
+use super::mp_watch::{MpWatch, changed, fill_mp_recvs, memory, rewrite_target};
 use super::pair::{Event, Kind, LINK_CAP, Modified, Pair};
 use super::reference;
 use core::net::IpAddr;
@@ -122,10 +136,6 @@ struct Judges {
     /// The time an `Advance` event started, until its frames are captured.
     advanced_from: Option<u64>,
 }
-
-/// Receives B keeps posted on its MP QP (8 KiB each, at the start of its
-/// first region), refilled when fewer than half are left.
-const MP_RECVS: usize = 32;
 
 /// Runs one input; `Err` names what the model does not allow.
 pub fn run(data: &[u8]) -> Result<(), String> {
@@ -897,84 +907,6 @@ impl Judges {
             }
         }
         None
-    }
-}
-
-/// B's application rewrites the bytes an MP WRITE packet of A's placed
-/// (each byte XOR 0x5A), as it may once the WRITE has completed: a late
-/// duplicate of that packet placed again would then change them.
-fn rewrite_target(pair: &mut Pair, wire: &[u8]) {
-    let Ok(f) = Frame::parse(wire, &ParseOptions::default()) else {
-        return;
-    };
-    let Some(p) = f.roce else { return };
-    let (Some(r), Some(m)) = (p.ext.reth, p.ext.mpeth) else {
-        return;
-    };
-    if !matches!(p.bth.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM) || p.payload.is_empty() {
-        return;
-    }
-    let b = &mut pair.nodes[B];
-    let Some(mr) = b.mrs.iter().find(|x| x.info.rkey == r.rkey) else {
-        return;
-    };
-    let (lkey, start, end) = (mr.info.lkey, mr.info.addr, mr.info.addr + mr.info.len);
-    let va = r.va.wrapping_add(u64::from(m.offset));
-    let len = p.payload.len() as u64;
-    if va < start || va.saturating_add(len) > end {
-        return;
-    }
-    let Ok(now) = b.dev.read_mr(lkey, va, len) else {
-        return;
-    };
-    let flipped: Vec<u8> = now.iter().map(|x| x ^ 0x5A).collect();
-    let _ = b.dev.write_mr(lkey, va, &flipped);
-}
-
-/// The bytes of B's regions.
-fn memory(pair: &Pair) -> Vec<Vec<u8>> {
-    let b = &pair.nodes[B];
-    b.mrs
-        .iter()
-        .map(|m| {
-            b.dev
-                .read_mr(m.info.lkey, m.info.addr, m.info.len)
-                .map(<[u8]>::to_vec)
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
-/// The first byte that differs between two [`memory`] snapshots.
-fn changed(before: &[Vec<u8>], after: &[Vec<u8>]) -> Option<String> {
-    before
-        .iter()
-        .zip(after)
-        .enumerate()
-        .find_map(|(r, (b, a))| {
-            let i = b.iter().zip(a).position(|(x, y)| x != y)?;
-            Some(format!(
-                "byte {i} of B's region {r} changed from {:#04x} to {:#04x}",
-                b[i], a[i]
-            ))
-        })
-}
-
-/// B keeps [`MP_RECVS`] receives posted on its MP QP (refilled below half).
-fn fill_mp_recvs(pair: &mut Pair) {
-    let qpn = pair.nodes[B].qpn(Kind::Mp);
-    let posted = pair.nodes[B]
-        .outstanding
-        .values()
-        .filter(|&&(q, r)| q == qpn && r)
-        .count();
-    if posted >= MP_RECVS / 2 {
-        return;
-    }
-    for _ in posted..MP_RECVS {
-        if !pair.post_recv_fixed(B, Kind::Mp, 8192) {
-            break;
-        }
     }
 }
 

@@ -492,3 +492,85 @@ fn describe(p: &RocePacket<'_>) -> String {
         p.payload.len()
     )
 }
+
+/// B's application rewrites the bytes an MP WRITE packet of A's placed
+/// (each byte XOR 0x5A), as it may once the WRITE has completed: a late
+/// duplicate of that packet placed again would then change them.
+pub fn rewrite_target(pair: &mut Pair, wire: &[u8]) {
+    let Ok(f) = Frame::parse(wire, &ParseOptions::default()) else {
+        return;
+    };
+    let Some(p) = f.roce else { return };
+    let (Some(r), Some(m)) = (p.ext.reth, p.ext.mpeth) else {
+        return;
+    };
+    if !matches!(p.bth.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM) || p.payload.is_empty() {
+        return;
+    }
+    let b = &mut pair.nodes[B];
+    let Some(mr) = b.mrs.iter().find(|x| x.info.rkey == r.rkey) else {
+        return;
+    };
+    let (lkey, start, end) = (mr.info.lkey, mr.info.addr, mr.info.addr + mr.info.len);
+    let va = r.va.wrapping_add(u64::from(m.offset));
+    let len = p.payload.len() as u64;
+    if va < start || va.saturating_add(len) > end {
+        return;
+    }
+    let Ok(now) = b.dev.read_mr(lkey, va, len) else {
+        return;
+    };
+    let flipped: Vec<u8> = now.iter().map(|x| x ^ 0x5A).collect();
+    let _ = b.dev.write_mr(lkey, va, &flipped);
+}
+
+/// The bytes of B's regions.
+pub fn memory(pair: &Pair) -> Vec<Vec<u8>> {
+    let b = &pair.nodes[B];
+    b.mrs
+        .iter()
+        .map(|m| {
+            b.dev
+                .read_mr(m.info.lkey, m.info.addr, m.info.len)
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The first byte that differs between two [`memory`] snapshots.
+pub fn changed(before: &[Vec<u8>], after: &[Vec<u8>]) -> Option<String> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .find_map(|(r, (b, a))| {
+            let i = b.iter().zip(a).position(|(x, y)| x != y)?;
+            Some(format!(
+                "byte {i} of B's region {r} changed from {:#04x} to {:#04x}",
+                b[i], a[i]
+            ))
+        })
+}
+
+/// Receives B keeps posted on its MP QP (8 KiB each, at the start of its
+/// results region), refilled when fewer than half are left.
+const MP_RECVS: usize = 32;
+
+/// B keeps [`MP_RECVS`] receives posted on its MP QP (refilled below half).
+pub fn fill_mp_recvs(pair: &mut Pair) {
+    let qpn = pair.nodes[B].qpn(Kind::Mp);
+    let posted = pair.nodes[B]
+        .outstanding
+        .values()
+        .filter(|&&(q, r)| q == qpn && r)
+        .count();
+    if posted >= MP_RECVS / 2 {
+        return;
+    }
+    for _ in posted..MP_RECVS {
+        if !pair.post_recv_fixed(B, Kind::Mp, 8192) {
+            break;
+        }
+    }
+}
