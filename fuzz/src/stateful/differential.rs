@@ -453,6 +453,9 @@ impl Judges {
                         if let Some(old) = self.mp.late_duplicate() {
                             if self.mp.unchanging_at_b(pair, &old).is_some() {
                                 rewrite_target(pair, &old);
+                                // The RC responder model learns the bytes
+                                // too (the duplicate may not be delivered).
+                                self.resync_memory(pair);
                             }
                             self.at_b(pair, &old, false)?;
                         }
