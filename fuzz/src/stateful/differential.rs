@@ -253,7 +253,11 @@ impl Judges {
             trace: std::env::var_os("METAROCE_FUZZ_TRACE").is_some(),
             recv_mask: BTreeMap::new(),
             streak: BTreeMap::new(),
-            mp: MpWatch::new(pair),
+            mp: {
+                let mut mp = MpWatch::new(pair);
+                mp.reordering = mode == Mode::Inject;
+                mp
+            },
             advanced_from: None,
         }
     }

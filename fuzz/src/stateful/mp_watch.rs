@@ -20,7 +20,9 @@
 //!    the peers (a request lost after A's port looks sent, as it was; an
 //!    ACK lost before it was never received), so this judge runs in every
 //!    mode, until a frame not from A reaches B's MP QP (an `Inject` event):
-//!    B's answers to it would reach A as ACKs of PSNs A never sent. The
+//!    B's answers to it would reach A as ACKs of PSNs A never sent. In
+//!    `Inject` mode the link may reorder B's ACKs, so the responder's
+//!    ordering rules MR-MPA-3 and MR-MPA-5 are not judged there. The
 //!    ACK deadlines (MR-MPA-1, MR-MPA-2) need a capture at the responder
 //!    and are not judged.
 //! 2. **Responder** (B's port): what B's MP QP acknowledges is checked
@@ -124,6 +126,11 @@ pub struct MpWatch {
     pub judged: u64,
     /// `mp_ack_prompt_max` (ns).
     prompt: u64,
+    /// The link may reorder B's frames on their way to A (`Inject` mode):
+    /// the responder's ordering rules MR-MPA-3 and MR-MPA-5 then do not
+    /// hold at A's port, and the requester judge's findings of them are
+    /// ignored.
+    pub reordering: bool,
     /// The latest MP requests (not probes) A sent to B's MP QP, as sent,
     /// oldest first (at most [`HISTORY`]).
     history: std::collections::VecDeque<Vec<u8>>,
@@ -165,6 +172,7 @@ impl MpWatch {
             judged: 0,
             prompt,
             history: std::collections::VecDeque::new(),
+            reordering: false,
         };
         w.responder = Some(Responder::new(w.rq_psn(pair)));
         w
@@ -186,6 +194,7 @@ impl MpWatch {
     pub fn reconnected(&mut self, pair: &Pair) {
         *self = MpWatch {
             judged: self.judged,
+            reordering: self.reordering,
             ..MpWatch::new(pair)
         };
     }
@@ -237,7 +246,7 @@ impl MpWatch {
             self.history.push_back(wire.to_vec());
         }
         j.on_request(self.frames, p, udp.src_port, time);
-        findings(j, wire, "A sent")
+        findings(j, wire, "A sent", self.reordering)
     }
 
     /// A frame A received at `now` (valid ICRC only: A drops the rest): an
@@ -261,7 +270,7 @@ impl MpWatch {
         self.frames += 1;
         self.judged += 1;
         j.on_ack(self.frames, p, now);
-        findings(j, wire, "A received")
+        findings(j, wire, "A received", self.reordering)
     }
 
     /// A frame admission delivered to B's MP QP at `now`, B's MP QP in RTS
@@ -460,13 +469,12 @@ impl MpWatch {
     }
 }
 
-/// Fails on the judge's MUST findings.
-fn findings(j: &mut MpJudge, wire: &[u8], at: &str) -> Result<(), String> {
-    match j
-        .take_findings()
-        .into_iter()
-        .find(|(f, _)| f.severity == Severity::Must)
-    {
+/// Fails on the judge's MUST findings (but the ordering rules of B's ACKs
+/// when the link reorders them).
+fn findings(j: &mut MpJudge, wire: &[u8], at: &str, reordering: bool) -> Result<(), String> {
+    match j.take_findings().into_iter().find(|(f, _)| {
+        f.severity == Severity::Must && !(reordering && matches!(f.id, "MR-MPA-3" | "MR-MPA-5"))
+    }) {
         Some((f, frames)) => Err(format!(
             "{}: {} (MP capture frames {frames:?}; {at} {})",
             f.id,
