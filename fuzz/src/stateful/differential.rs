@@ -1,11 +1,15 @@
 //! The `differential` target: the reference transport and the spec model on
 //! the same event sequence; the model judges what the transport does.
 //!
-//! Node A (the requester) posts RC work requests, node B (the responder)
-//! posts receives; frames cross the link, time passes, QPs are reset. The
-//! first input byte picks a mode: `Strict` (nothing lost), `Lossy`
-//! (responses may be lost) or `Inject` (any impairment both ways, and
-//! structure-aware frames injected at B from A's addresses). Four judges watch B:
+//! Node A (the requester) posts RC work requests and, on the second
+//! `PostSend` tag of the event table, MP work requests to B's MP QP; node
+//! B (the responder) posts receives on its RC QP and keeps 32 posted on its
+//! MP QP; frames cross the link, time passes, QPs are reset. The first
+//! input byte picks a mode: `Strict` (nothing lost), `Lossy` (responses may
+//! be lost; MP requests may be lost or joined by a late duplicate of an old
+//! one) or `Inject` (any impairment both ways, structure-aware frames
+//! injected at B from A's addresses, among them MP requests beyond B's
+//! window and late duplicates). Four judges watch B's RC side:
 //!
 //! 1. **Admission** (every frame reaching B): the model's receive path
 //!    (`receiver::Device`, SPEC §9.2) decides drop or delivery; B's drop
@@ -35,6 +39,16 @@
 //!    `NpDecision` (§6.17) wants exactly one CNP from B when it is `Send`,
 //!    none otherwise (MR-CNP-1, MR-CNP-2, MR-CNP-4), on B's RC and UD QPs.
 //!
+//! 5. **MP conversation** (`mp_watch`, every mode): A's MP requests and
+//!    B's MP ACKs at A's port go to the spec model's `MpJudge` (entropy,
+//!    selective retransmission, bytes in flight against `mp_cwnd_max`, ACK
+//!    content), until a frame not from A reaches B's MP QP; B's MP ACKs are
+//!    checked against what B was handed (cumulative PSN and SACK bits only
+//!    for PSNs delivered within the window, echoes of a delivered request,
+//!    every probe answered), and a duplicate or beyond-window MP request
+//!    must leave B's memory as it is. What B's MP QP places and completes
+//!    is not modelled (see `mp_watch` for what is not judged and why).
+//!
 //! And one bound on A: the **retry bound** (MR-TMR-5, MR-TMR-6, in every
 //! mode): A sends no PSN to B's RC QP more than `1 + retry_cnt` times
 //! between two frames from B reaching it.
@@ -44,6 +58,7 @@
 
 use super::Tally;
 use super::input::Input;
+use super::mp_watch::{MpWatch, changed, fill_mp_recvs, memory, rewrite_target};
 use super::pair::{Event, Kind, LINK_CAP, Modified, Pair};
 use super::reference;
 use core::net::IpAddr;
@@ -116,6 +131,10 @@ struct Judges {
     /// How often A sent each PSN to B's RC QP since a frame from B last
     /// reached A (the retry bound, see [`Judges::count_send`]).
     streak: BTreeMap<u32, u32>,
+    /// The MP conversation's judges (`mp_watch`).
+    mp: MpWatch,
+    /// The time an `Advance` event started, until its frames are captured.
+    advanced_from: Option<u64>,
 }
 
 /// Runs one input; `Err` names what the model does not allow.
@@ -144,6 +163,7 @@ pub fn run_tally_with(
     pair.observe = true;
     pair.split_buffers = true;
     let mut j = Judges::new(&pair, mode);
+    fill_mp_recvs(&mut pair);
     let mut done = [BTreeSet::new(), BTreeSet::new()];
     let mut events = 0;
     let trace = std::env::var_os("METAROCE_FUZZ_TRACE").is_some();
@@ -151,11 +171,14 @@ pub fn run_tally_with(
         if inp.is_empty() {
             break;
         }
-        let event = Event::TABLE[inp.pick(Event::TABLE.len())];
+        let tag = inp.pick(Event::TABLE.len());
+        let event = Event::TABLE[tag];
+        // The second `PostSend` of the table posts on A's MP QP.
+        let on = if tag == 1 { Kind::Mp } else { Kind::Rc };
         if trace {
-            eprintln!("event {i}: {event:?} at {} ns", pair.now);
+            eprintln!("event {i}: {event:?} ({on:?}) at {} ns", pair.now);
         }
-        j.step(&mut pair, event, &mut inp, &mut done)
+        j.step(&mut pair, event, on, &mut inp, &mut done)
             .map_err(|e| format!("{mode:?} mode, event {i} ({event:?}): {e}"))?;
         events += 1;
     }
@@ -230,6 +253,12 @@ impl Judges {
             trace: std::env::var_os("METAROCE_FUZZ_TRACE").is_some(),
             recv_mask: BTreeMap::new(),
             streak: BTreeMap::new(),
+            mp: {
+                let mut mp = MpWatch::new(pair);
+                mp.reordering = mode == Mode::Inject;
+                mp
+            },
+            advanced_from: None,
         }
     }
 
@@ -237,11 +266,12 @@ impl Judges {
         &mut self,
         pair: &mut Pair,
         event: Event,
+        on: Kind,
         inp: &mut Input<'_>,
         done: &mut [BTreeSet<u64>; 2],
     ) -> Result<(), String> {
         match event {
-            Event::PostSend => pair.post_send_on(A, Kind::Rc, inp)?,
+            Event::PostSend => pair.post_send_on(A, on, inp)?,
             Event::PostRecv => {
                 if let Some(wr) = pair.post_recv_on(B, Kind::Rc, inp)? {
                     self.post_recv(pair, &wr);
@@ -260,11 +290,28 @@ impl Judges {
                 } else {
                     self.streak.clear(); // B's frames may reach A
                     pair.deliver(B, 1 + inp.pick(8), inp);
+                    for f in std::mem::take(&mut pair.delivered[A]) {
+                        self.mp.a_received(pair, &f, pair.now)?;
+                    }
                 }
             }
             Event::Inject => {
-                let wire = pair.injected_frame(B, inp);
-                self.at_b(pair, &wire)?;
+                let mut wire = pair.injected_frame(B, inp);
+                // Of the frames aimed at B's MP QP, one in four is a
+                // well-formed MP request beyond its window instead
+                // (MR-MPW-1), one in four a late duplicate of an old request
+                // of A's (MR-MPW-3).
+                if MpWatch::to_b_mp(pair, &wire) {
+                    let instead = match inp.pick(4) {
+                        0 => self.mp.beyond_window(inp.pick(4) as u32),
+                        1 => self.mp.late_duplicate(),
+                        _ => None,
+                    };
+                    if let Some(w) = instead {
+                        wire = w;
+                    }
+                }
+                self.at_b(pair, &wire, true)?;
             }
             Event::Advance => {
                 let dt = match inp.pick(3) {
@@ -272,6 +319,7 @@ impl Judges {
                     1 => u64::from(inp.u16()) * 100,
                     _ => 4096u64 << (inp.pick(12) as u32),
                 };
+                self.advanced_from = Some(pair.now);
                 pair.advance(dt);
             }
             Event::Modify => {
@@ -304,17 +352,37 @@ impl Judges {
             pair.pump()?;
             self.capture(pair)?;
         }
-        reference::check(pair, done)
+        let wcs = pair.nodes[B].completions.clone();
+        self.invalidated_by_mp(pair, &wcs);
+        reference::check(pair, done)?;
+        if pair.nodes[B]
+            .dev
+            .query_qp(pair.nodes[B].qpn(Kind::Mp))
+            .is_ok_and(|i| i.state == RefState::Rts)
+        {
+            self.mp.probes_due(pair.now)?;
+            fill_mp_recvs(pair);
+        } else {
+            self.mp.b_err();
+        }
+        Ok(())
     }
 
     fn capture(&mut self, pair: &mut Pair) -> Result<(), String> {
         // The capture point is A's port: A's frames as A sends them, B's as
         // A receives them (so every timestamp is A's own time).
+        // Frames A's timers sent during an `Advance` left at some time
+        // since its start: the MP judge takes the start, with the span as
+        // the timestamps' tolerance.
+        let from = self.advanced_from.take().unwrap_or(pair.now);
         for f in std::mem::take(&mut pair.sent[A]) {
             self.count_send(pair, &f)?;
             self.observe(pair, &f, A)?;
+            self.mp.a_sent(pair, &f, from, pair.now - from)?;
         }
-        pair.sent[B].clear();
+        for f in std::mem::take(&mut pair.sent[B]) {
+            self.mp.b_sent(pair, &f)?;
+        }
         pair.delivered = [Vec::new(), Vec::new()];
         Ok(())
     }
@@ -379,26 +447,65 @@ impl Judges {
             if self.mode == Mode::Lossy && from == B && inp.pick(8) == 7 {
                 continue; // lost (an exhausted input loses nothing)
             }
+            // MP requests may be lost on their way to B, or come with a
+            // late duplicate of an old request of A's, in every mode but
+            // `Strict` (the MP judges need no guess about either).
+            if self.mode != Mode::Strict && from == A && MpWatch::to_b_mp(pair, &frame) {
+                match inp.pick(8) {
+                    7 => continue,
+                    6 => {
+                        if let Some(old) = self.mp.late_duplicate() {
+                            if self.mp.unchanging_at_b(pair, &old).is_some() {
+                                rewrite_target(pair, &old);
+                                // The RC responder model learns the bytes
+                                // too (the duplicate may not be delivered).
+                                self.resync_memory(pair);
+                            }
+                            self.at_b(pair, &old, false)?;
+                        }
+                    }
+                    _ => {}
+                }
+            }
             if from == A {
-                self.at_b(pair, &frame)?;
+                self.at_b(pair, &frame, false)?;
             } else {
                 self.streak.clear();
                 self.observe(pair, &frame, B)?;
+                self.mp.a_received(pair, &frame, pair.now)?;
                 pair.hand(A, &frame);
             }
         }
         Ok(())
     }
 
-    /// One frame reaches B: admission, responder, conversation.
-    fn at_b(&mut self, pair: &mut Pair, wire: &[u8]) -> Result<(), String> {
+    /// One frame reaches B (`injected`: from an `Inject` event, not from
+    /// A): admission, responder, conversation.
+    fn at_b(&mut self, pair: &mut Pair, wire: &[u8], injected: bool) -> Result<(), String> {
         let rc = pair.nodes[B].qpn(Kind::Rc);
+        let mp = pair.nodes[B].qpn(Kind::Mp);
         self.sync_states(pair);
         let before = counters(&pair.nodes[B].dev);
         let was_err = self.rsp.qp_state == QpState::Err;
+        let mp_rts = pair.nodes[B]
+            .dev
+            .query_qp(mp)
+            .is_ok_and(|i| i.state == RefState::Rts);
         let (rx, received) = self.rx.receive(wire, pair.now);
         self.rx = rx;
         let verdict = received.verdict;
+        let unchanging = self
+            .mp
+            .unchanging_at_b(pair, wire)
+            .map(|why| (why, memory(pair)));
+        if let Verdict::Deliver(d) = &verdict
+            && d.qpn == mp
+        {
+            if injected {
+                self.mp.foreign_at_b();
+            }
+            self.mp.b_delivered(wire, pair.now, mp_rts, pair.pmtu);
+        }
         pair.hand(B, wire);
         // What B did in answer: frames (the link gets them), completions.
         let mut sent = Vec::new();
@@ -415,11 +522,20 @@ impl Judges {
             .filter(|w| w.status == metaroce_ref::WcStatus::Success)
             .count() as u64;
         pair.nodes[B].completions.extend(wcs.iter().copied());
+        self.invalidated_by_mp(pair, &wcs);
         let after = counters(&pair.nodes[B].dev);
         for f in &sent {
+            self.mp.b_sent(pair, f)?;
             pair.links[B].push_back(f.clone());
         }
         let summary = || describe(wire);
+        if let Some((rule, before)) = unchanging
+            && mp_rts
+            && matches!(&verdict, Verdict::Deliver(d) if d.qpn == mp)
+            && let Some(why) = changed(&before, &memory(pair))
+        {
+            return Err(format!("{rule}: {}, but {why}", summary()));
+        }
         self.notification_point(&received, &sent, &summary)?;
         match verdict {
             Verdict::NotMetaRoce => same_counters(before, after, None, &summary)?,
@@ -601,6 +717,26 @@ impl Judges {
         }
     }
 
+    /// An MP SEND with Invalidate completed at B (MR-MPP-9): the region is
+    /// gone for B's RC QP too, which the RC responder model learns here.
+    fn invalidated_by_mp(&mut self, pair: &Pair, wcs: &[WorkCompletion]) {
+        let mp = pair.nodes[B].qpn(Kind::Mp);
+        let mp_wcs: Vec<WorkCompletion> = wcs
+            .iter()
+            .filter(|w| w.qpn == mp && w.invalidated_rkey.is_some())
+            .copied()
+            .collect();
+        if mp_wcs.is_empty() {
+            return;
+        }
+        for key in mp_wcs.iter().filter_map(|w| w.invalidated_rkey) {
+            if let Some(regions) = self.rsp.memory.known_mut() {
+                regions.retain(|r| r.rkey != key);
+            }
+        }
+        self.invalidated(pair, &mp_wcs);
+    }
+
     /// The retry bound (MR-TMR-5, MR-TMR-6): while no frame from B reaches
     /// A, A sends nothing again but on its local ACK timeout, each time one
     /// retry from the oldest unacknowledged PSN, and after `retry_cnt`
@@ -707,6 +843,22 @@ impl Judges {
                     self.conv = None;
                     self.resume = true;
                 }
+            }
+            Modified::Err(B, Kind::Mp) => self.mp.b_err(),
+            Modified::Reconnected(Kind::Mp) => {
+                // The new MP connection starts with no MP frame in flight
+                // (frames of the old one would be judged against the new).
+                let qps = [pair.nodes[A].qpn(Kind::Mp), pair.nodes[B].qpn(Kind::Mp)];
+                for link in &mut pair.links {
+                    link.retain(|f| {
+                        Frame::parse(f, &ParseOptions::default())
+                            .ok()
+                            .and_then(|f| f.roce)
+                            .is_none_or(|p| !qps.contains(&p.bth.dest_qp))
+                    });
+                }
+                self.mp.reconnected(pair);
+                fill_mp_recvs(pair);
             }
             Modified::Reconnected(Kind::Rc) => {
                 self.streak.clear();
@@ -1037,10 +1189,11 @@ pub fn describe(wire: &[u8]) -> String {
     match Frame::parse(wire, &ParseOptions::default()) {
         Ok(f) => match f.roce {
             Some(p) => format!(
-                "{} psn {} qp {:#x} ackreq {} {:?}{:?}{:?} {} bytes",
+                "{} psn {} qp {:#x} port {:#06x} ackreq {} {:?}{:?}{:?} {} bytes",
                 p.bth.opcode,
                 p.bth.psn,
                 p.bth.dest_qp,
+                f.udp.map_or(0, |u| u.src_port),
                 p.bth.ack_req,
                 p.ext.aeth,
                 p.ext.reth,

@@ -16,6 +16,7 @@ pub mod differential;
 pub mod frame;
 pub mod input;
 pub mod model;
+pub mod mp_watch;
 pub mod pair;
 pub mod reference;
 pub mod spec_frame;

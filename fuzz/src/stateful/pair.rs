@@ -16,8 +16,8 @@ use super::input::Input;
 use core::net::Ipv4Addr;
 use metaroce_codec::{Frame, ParseOptions};
 use metaroce_ref::{
-    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MrInfo, PdHandle,
-    QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, WcStatus,
+    Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MpTuning, MrInfo,
+    PdHandle, QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, WcStatus,
     WorkCompletion, WrOp,
 };
 use std::collections::{BTreeMap, VecDeque};
@@ -35,6 +35,22 @@ const RESULTS: usize = 3;
 pub const PATTERN: u8 = 0xA5;
 /// The UD Q_Key.
 const QKEY: u32 = 0x1111_1111;
+/// `mp_window` W of the MP connection (the smallest allowed, so that
+/// injected frames fall beyond it often).
+pub const MP_WINDOW: u32 = 64;
+/// `mp_cwnd_init` and `mp_cwnd_max` of the MP QPs, in bytes: small, so
+/// that a message of a few PMTUs meets the window (MR-MPC-1).
+pub const MP_CWND: u64 = 8192;
+/// Entropy values per MP QP.
+const MP_ENTROPY_N: u16 = 16;
+
+/// The entropy set (`mp_entropy_set`) of node `n`'s MP QP: sixteen values,
+/// disjoint between the nodes (A's from 0xC100, B's from 0xD100), so an
+/// echo of B's own port is never one of A's.
+pub fn mp_entropy(n: usize) -> Vec<u16> {
+    let base = if n == 0 { 0xC100 } else { 0xD100 };
+    (0..MP_ENTROPY_N).map(|i| base + i * 3).collect()
+}
 
 /// Which QP of a node an event names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -535,6 +551,37 @@ impl Pair {
         Ok(None)
     }
 
+    /// Node `n` posts a receive of `len` bytes at the start of its results
+    /// region (local write only, where READ results and, with
+    /// `split_buffers`, receives land; the canary bytes of region 0 stay
+    /// unexposed) on its QP of `kind` (the differential target keeps B's
+    /// MP receive queue filled this way); whether the device took it.
+    pub fn post_recv_fixed(&mut self, n: usize, kind: Kind, len: u32) -> bool {
+        let qpn = self.nodes[n].qpn(kind);
+        let m = &self.nodes[n].mrs[RESULTS];
+        let sge = Sge {
+            addr: m.info.addr,
+            len: len.min(m.info.len as u32),
+            lkey: m.info.lkey,
+        };
+        expose(
+            &mut self.nodes[n].mrs,
+            sge.lkey,
+            sge.addr,
+            u64::from(sge.len),
+        );
+        let wr = RecvWr {
+            wr_id: self.wr_id(),
+            sg_list: vec![sge],
+        };
+        let id = wr.wr_id;
+        if self.nodes[n].dev.post_recv(qpn, wr).is_ok() {
+            self.nodes[n].outstanding.insert(id, (qpn, true));
+            return true;
+        }
+        false
+    }
+
     /// The frame an `Inject` event sends to node `to`, from its peer's
     /// addresses (so it passes the address checks) or from a stranger's.
     pub fn injected_frame(&mut self, to: usize, inp: &mut Input<'_>) -> Vec<u8> {
@@ -787,9 +834,12 @@ fn connect(nodes: &mut [Node; 2], kind: Kind, psns: [u32; 2], t: &Timing) -> Res
         };
         if kind == Kind::Mp {
             let mp = MpAttrs {
-                entropy: MpEntropy::Seeded {
-                    n: 16,
-                    seed: u64::from(qpn),
+                entropy: MpEntropy::Values(mp_entropy(i)),
+                window: MP_WINDOW,
+                tuning: MpTuning {
+                    cwnd_init: MP_CWND,
+                    cwnd_max: MP_CWND,
+                    ..MpTuning::default()
                 },
                 ..MpAttrs::default()
             };

@@ -19,6 +19,9 @@ use crate::Finding;
 use metaroce_codec::{Opcode, Psn, RocePacket};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Transmissions whose echoes the judge remembers (bounded memory).
+const RECENT: usize = 1024;
+
 /// Where the capture was taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CapturePoint {
@@ -41,6 +44,8 @@ struct Sent {
     offset: u32,
     msg_len: u32,
     len: u32,
+    /// PSNs the request takes: n for a READ request (MR-MPH-12), else 1.
+    span: u32,
     /// Order of this transmission.
     seq: u64,
     /// Capture frame of this transmission.
@@ -61,7 +66,8 @@ pub struct MpJudge {
     /// Where the capture was taken.
     pub point: CapturePoint,
     /// How far capture timestamps may be off (ns): the loss-by-time rule
-    /// (MR-MPL-4) and the ACK deadlines (MR-MPA-1) are widened by it.
+    /// (MR-MPL-4), the ACK deadlines (MR-MPA-1), and the age below which a
+    /// packet surely counts in flight (MR-MPC-1) are widened by it.
     pub tolerance_ns: u64,
     /// Latest transmission per PSN, not yet cumulatively acknowledged.
     sent: BTreeMap<u32, Sent>,
@@ -83,6 +89,14 @@ pub struct MpJudge {
     /// Values that may have been ineligible (E echoed, loss, probe): the
     /// latest order at which that was so.
     doubtful: BTreeMap<u16, u64>,
+    /// Values that may be retired (a use of them may have been deemed
+    /// lost, MR-MPF-1): doubtful at every later order, since a retired
+    /// value stays out of the rounds until a probe on it is answered,
+    /// which this judge does not follow (so it keeps them doubtful).
+    retired: BTreeSet<u16>,
+    /// (entropy, timestamp) of the latest [`RECENT`] transmissions, to tell
+    /// an echo that names one packet from one that names several.
+    recent: std::collections::VecDeque<(u16, u32)>,
     /// Requests that need a prompt ACK: PSN → (deadline, frame).
     ack_due: BTreeMap<u32, (u64, u64)>,
     /// Findings so far.
@@ -107,6 +121,8 @@ impl MpJudge {
             trim_naked: BTreeSet::new(),
             uses: BTreeMap::new(),
             doubtful: BTreeMap::new(),
+            retired: BTreeSet::new(),
+            recent: std::collections::VecDeque::new(),
             ack_due: BTreeMap::new(),
             findings: Vec::new(),
             finding_frames: Vec::new(),
@@ -207,6 +223,10 @@ impl MpJudge {
                 vec![frame],
             );
         }
+        if self.recent.len() >= RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((ev, m.timestamp));
         if p.bth.opcode == Opcode::MP_PROBE {
             self.doubtful.insert(ev, self.seq);
             return;
@@ -229,7 +249,20 @@ impl MpJudge {
         // again is a retransmission, whether or not the capture holds the
         // original.
         let prev = self.sent.get(&psn.value()).copied();
-        if prev.is_none() && self.cum_acked(psn) {
+        // A READ request with R set may re-request missing responses
+        // (MR-MPR-7): its PSN, the READ's first PSN plus offset / PMTU, is
+        // one the responder acknowledged when it accepted the READ
+        // (MR-MPR-2), and its timing is MR-MPR-6's. The capture does not
+        // show which responses are missing, so MR-MPL-4 and MR-MPL-6 are
+        // not judged on it.
+        let rerequest = p.bth.opcode == Opcode::MP_READ_REQUEST && m.retransmission;
+        // An atomic is retransmitted while no MP Atomic Acknowledge has
+        // arrived, even if an MP ACK reported its PSN (MR-MPP-14): not
+        // judged by MR-MPL-6 either.
+        let atomic =
+            matches!(p.bth.opcode, Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD) && m.retransmission;
+        let rerequest = rerequest || atomic;
+        if prev.is_none() && self.cum_acked(psn) && !rerequest {
             self.report(
                 "MR-MPL-6",
                 format!("PSN {psn} retransmitted after it was acknowledged"),
@@ -246,7 +279,9 @@ impl MpJudge {
         }
         if let Some(prev) = prev {
             let frames = vec![frame, prev.frame];
-            if self.acked(psn) {
+            if rerequest {
+                // Judged by neither MR-MPL-4 nor MR-MPL-6 (above).
+            } else if self.acked(psn) {
                 self.report(
                     "MR-MPL-6",
                     format!("PSN {psn} retransmitted after it was acknowledged"),
@@ -289,6 +324,7 @@ impl MpJudge {
             }
             // The lost copy's value may be retired now.
             self.doubtful.insert(prev.ev, seq);
+            self.retired.insert(prev.ev);
         }
         self.trim_naked.remove(&psn.value());
         // Bytes in flight, lower bound: unacknowledged, not NAKed, younger
@@ -301,7 +337,8 @@ impl MpJudge {
             .filter(|&(&q, s)| {
                 !self.acked(Psn::new(q))
                     && !self.trim_naked.contains(&q)
-                    && now.saturating_sub(s.time) < self.cfg.rto_min
+                    && now.saturating_sub(s.time).saturating_add(self.tolerance_ns)
+                        < self.cfg.rto_min
                     && self.acked_after(s.seq, k) < k
                     && q != psn.value()
             })
@@ -322,6 +359,26 @@ impl MpJudge {
                 ),
                 vec![frame],
             );
+        }
+        // A loss attributable to a value retires it (MR-MPF-1) when the PSN
+        // is deemed lost, which may be long before the capture shows its
+        // retransmission (the RTO deems every PSN in flight lost at once):
+        // every value whose latest unacknowledged use may have been deemed
+        // lost by now may be retired, so doubtful from here on.
+        let lost_values: Vec<u16> = self
+            .sent
+            .iter()
+            .filter(|&(&q, s)| {
+                !self.acked(Psn::new(q))
+                    && (now.saturating_sub(s.time).saturating_add(self.tolerance_ns)
+                        >= self.cfg.rto_min
+                        || self.acked_after(s.seq, k) >= k)
+            })
+            .map(|(_, s)| s.ev)
+            .collect();
+        self.retired.extend(lost_values);
+        for &v in &self.retired {
+            self.doubtful.insert(v, seq);
         }
         // Coverage before repeat (MR-MPS-3), judged only between the previous
         // two uses of the value, where a whole round must lie.
@@ -373,6 +430,11 @@ impl MpJudge {
                 offset: m.offset,
                 msg_len: m.msg_len,
                 len,
+                span: if p.bth.opcode == Opcode::MP_READ_REQUEST {
+                    super::packets_for(m.msg_len, self.cfg.pmtu)
+                } else {
+                    1
+                },
                 seq,
                 frame,
             },
@@ -420,14 +482,18 @@ impl MpJudge {
                 );
             }
         }
-        // MR-MPA-4: bits only for PSNs that were sent (within the capture).
+        // MR-MPA-4: bits only for PSNs that were sent (within the capture),
+        // a READ request's n reserved PSNs included (MR-MPR-2).
         if let Some(first) = self.first_psn {
             for i in 0..64u32 {
                 let q = s.sack_base_psn.add(i);
                 if s.is_sacked(q)
                     && !q.is_before(first)
                     && q.is_after(cum)
-                    && !self.sent.contains_key(&q.value())
+                    && !self
+                        .sent
+                        .iter()
+                        .any(|(&p, x)| q.distance(Psn::new(p)) < x.span)
                 {
                     self.report(
                         "MR-MPA-4",
@@ -437,12 +503,23 @@ impl MpJudge {
                 }
             }
         }
-        // The triggering packet, by its echoes (MR-MPA-6, SACK base rule).
-        let trigger = self
+        // The triggering packet, by its echoes (MR-MPA-6, SACK base rule),
+        // when they name one packet only: packets sent at one instant on
+        // one value (a burst longer than the entropy set, a retransmission
+        // beside new packets) share both.
+        let mut matching = self
             .sent
             .iter()
-            .find(|(_, x)| x.ev == s.echoed_entropy && x.ts == s.echoed_timestamp)
+            .filter(|(_, x)| x.ev == s.echoed_entropy && x.ts == s.echoed_timestamp)
             .map(|(&q, x)| (Psn::new(q), *x));
+        // A transmission already forgotten (acknowledged) may share them
+        // too: the echo must be unique among the recent transmissions.
+        let echo = (s.echoed_entropy, s.echoed_timestamp);
+        let unique = self.recent.iter().filter(|&&e| e == echo).count() <= 1;
+        let trigger = match (matching.next(), matching.next()) {
+            (Some(one), None) if unique => Some(one),
+            _ => None,
+        };
         if let Some((t, x)) = trigger {
             if s.retransmission != x.retx {
                 self.report(
@@ -538,8 +615,8 @@ impl MpJudge {
 mod tests {
     use super::*;
     use crate::model::mp::testutil::*;
-    use metaroce_codec::ext::{SackethRepr, Syndrome};
-    use metaroce_codec::{Msn, Opcode};
+    use metaroce_codec::ext::{MpethRepr, SackethRepr, Syndrome};
+    use metaroce_codec::{Msn, Opcode, PacketBuilder};
 
     fn cfg() -> MpConfig {
         MpConfig {
@@ -746,5 +823,224 @@ mod tests {
         // A new packet beyond: reported.
         let k = j.request(&data(5, false).roce(), 3, 14);
         assert_eq!(ids(&k.findings), vec!["MR-MPC-1"]);
+    }
+
+    /// A cumulative MP ACK up to `cum`, echoing nothing the judge knows.
+    fn cum_ack(cum: u32) -> Wire {
+        wire(ack(
+            cum,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(cum + 1),
+                ..SackethRepr::default()
+            },
+        ))
+    }
+
+    /// Found by the differential fuzz target on the reference transport: a
+    /// READ whose responses were lost is re-requested (R set, MR-MPR-7)
+    /// with a PSN the responder acknowledged when it accepted the READ
+    /// (MR-MPR-2); that is no retransmission of an acknowledged PSN.
+    #[test]
+    fn read_re_request_of_an_acknowledged_read_is_no_mr_mpl_6() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        j = j.request(&wire(read(10, 0, 0, 512, 0x5000, 9, 512)).roce(), 1, 0);
+        j = j.ack(&cum_ack(11).roce(), 10);
+        // All responses lost: re-request from offset 0, after the RTO.
+        let rr = wire(read(10, 0, 0, 512, 0x5000, 9, 512).ext(|e| {
+            e.mpeth.as_mut().unwrap().retransmission = true;
+        }));
+        let k = j.request(&rr.roce(), 2, 1_000_000);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // A data packet with that PSN would be one.
+        let k = j.request(&data(10, true).roce(), 2, 1_000_000);
+        assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
+    }
+
+    /// MR-MPP-14: an atomic whose PSN an MP ACK reported but whose MP
+    /// Atomic Acknowledge did not arrive is retransmitted after the RTO.
+    #[test]
+    fn atomic_retransmission_after_an_mp_ack_is_no_mr_mpl_6() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        j = j.request(&wire(fetch_add(20, 0, 0x5000, 9, 1)).roce(), 1, 0);
+        j = j.ack(&cum_ack(20).roce(), 10);
+        let again = wire(fetch_add(20, 0, 0x5000, 9, 1).ack_req(true).ext(|e| {
+            e.mpeth.as_mut().unwrap().retransmission = true;
+        }));
+        let k = j.request(&again.roce(), 2, 1_000_000);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+    }
+
+    /// Found by the differential fuzz target on the reference transport:
+    /// the RTO deems every PSN in flight lost at once, retiring their
+    /// values (MR-MPF-1) before the capture shows most retransmissions; the
+    /// requester then goes round the values left. Sending from one value
+    /// with the others eligible stays a finding (MR-MPS-3).
+    #[test]
+    fn values_retired_by_the_rto_are_doubtful_for_mr_mps_3() {
+        let c = MpConfig {
+            pmtu: 256,
+            entropy_set: vec![1, 2, 3, 4, 5, 6],
+            ..MpConfig::default()
+        };
+        let mut j = MpJudge::new(c.clone(), CapturePoint::Requester);
+        // PSNs 0..4 on values 1..4; 5 and 6 are left in the round.
+        for i in 0..4u32 {
+            j = j.request(&data(i, false).roce(), (i + 1) as u16, u64::from(i));
+        }
+        // The RTO: 1..4 retired; the retransmissions and the next new PSN
+        // go round 5, 6 (value 1 was retired before the round of the
+        // second 6 began, and is seen retransmitted before it).
+        let rto = 1_000_000;
+        for (n, (psn, ev)) in [(0u32, 5u16), (1, 6), (2, 6), (3, 5), (4, 6)]
+            .into_iter()
+            .enumerate()
+        {
+            j = j.request(&data(psn, psn < 4).roce(), ev, rto + n as u64);
+            assert!(j.findings.is_empty(), "PSN {psn}: {:?}", j.findings);
+        }
+        // One value for everything, nothing lost: reported.
+        let mut j = MpJudge::new(c, CapturePoint::Requester);
+        for i in 0..3u32 {
+            j = j.request(&data(i, false).roce(), 1, u64::from(i));
+        }
+        assert_eq!(ids(&j.findings), vec!["MR-MPS-3"]);
+    }
+
+    /// Found by the differential fuzz target on the reference transport:
+    /// two packets sent at one instant on one entropy value (a retransmission
+    /// and a new packet) echo alike; an ACK echoing them may answer either.
+    #[test]
+    fn an_echo_that_names_two_packets_judges_neither_mr_mpa_6() {
+        let c = MpConfig {
+            pmtu: 256,
+            entropy_set: vec![],
+            ..MpConfig::default()
+        };
+        let mut j = MpJudge::new(c, CapturePoint::Requester);
+        // PSN 0 at time 0; at time 1_000_000 its retransmission and PSN 1,
+        // both on value 7 with timestamp 1000.
+        j = j.request(&data(0, false).roce(), 3, 0);
+        let retx = wire(
+            req(Opcode::MP_SEND, 0, 0, 0, 8192, &[0; 256])
+                .ack_req(true)
+                .ext(|e| {
+                    let m = e.mpeth.as_mut().unwrap();
+                    m.retransmission = true;
+                    m.timestamp = 1000;
+                }),
+        );
+        let new = wire(req(Opcode::MP_SEND, 1, 0, 256, 8192, &[0; 256]).ext(|e| {
+            e.mpeth.as_mut().unwrap().timestamp = 1000;
+        }));
+        j = j.request(&retx.roce(), 7, 1_000_000);
+        j = j.request(&new.roce(), 7, 1_000_000);
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // The ACK of PSN 1 (R clear): the echo names both packets.
+        let a = wire(ack(
+            0xFF_FFFF,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(0),
+                sack_bitmap: 1 << 62,
+                echoed_entropy: 7,
+                echoed_timestamp: 1000,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack(&a.roce(), 1_000_010);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // PSN 0 acknowledged (forgotten), then an ACK echoing its
+        // retransmission (R set): PSN 1 alone is kept with that echo.
+        let j = j.ack(&cum_ack(0).roce(), 1_000_020);
+        let b = wire(ack(
+            0,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                retransmission: true,
+                sack_base_psn: Psn::new(1),
+                echoed_entropy: 7,
+                echoed_timestamp: 1000,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack(&b.roce(), 1_000_030);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // A probe sent beside a retransmission, on its value at its instant:
+        // the probe's ACK (R clear) echoes both.
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        j = j.request(&data(5, false).roce(), 2, 0);
+        let retx = wire(
+            req(Opcode::MP_SEND, 5, 0, 5 * 256, 8192, &[0; 256])
+                .ack_req(true)
+                .ext(|e| {
+                    let m = e.mpeth.as_mut().unwrap();
+                    m.retransmission = true;
+                    m.timestamp = 2000;
+                }),
+        );
+        let probe = wire(
+            PacketBuilder::new(Opcode::MP_PROBE)
+                .psn(5)
+                .dest_qp(0x22)
+                .ack_req(true)
+                .ext(|e| {
+                    e.mpeth = Some(MpethRepr {
+                        timestamp: 2000,
+                        ..MpethRepr::default()
+                    })
+                }),
+        );
+        j = j.request(&retx.roce(), 1, 1_000_000);
+        j = j.request(&probe.roce(), 1, 1_000_000);
+        let c = wire(ack(
+            4,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(5),
+                echoed_entropy: 1,
+                echoed_timestamp: 2000,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack(&c.roce(), 1_000_010);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+    }
+
+    /// Found by the differential fuzz target on the reference transport: the
+    /// responder reports every PSN an MP READ reserves once it accepted it
+    /// (MR-MPR-2), which the capture shows only as the request's PSN.
+    #[test]
+    fn a_read_s_reserved_psns_count_as_sent_mr_mpa_4() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        j = j.request(&data(25, false).roce(), 1, 0);
+        // A READ of 768 bytes at PMTU 256 at PSN 27 takes 27, 28 and 29.
+        j = j.request(&wire(read(27, 1, 0, 768, 0x5000, 9, 768)).roce(), 2, 1);
+        let a = wire(ack(
+            25,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(26),
+                sack_bitmap: 0b0111 << 60,
+                echoed_entropy: 2,
+                echoed_timestamp: 1027,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack(&a.roce(), 10);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // PSN 30 was not sent.
+        let b = wire(ack(
+            25,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                sack_base_psn: Psn::new(26),
+                sack_bitmap: 0b01111 << 59,
+                echoed_entropy: 2,
+                echoed_timestamp: 1027,
+                ..SackethRepr::default()
+            },
+        ));
+        assert_eq!(ids(&j.ack(&b.roce(), 10).findings), vec!["MR-MPA-4"]);
     }
 }
