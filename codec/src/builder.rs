@@ -399,12 +399,11 @@ impl PacketBuilder {
     /// The frame as a value, every derived field filled (or overridden).
     /// Truncation applies only to [`Self::build`].
     pub fn frame(&self) -> Frame<'_> {
-        self.frame_with(&self.payload, true)
+        self.frame_with(&self.payload)
     }
 
-    /// [`Self::frame`] with `payload` in place of the builder's payload;
-    /// the ICRC is left zero unless `with_icrc`.
-    fn frame_with<'a>(&'a self, payload: &'a [u8], with_icrc: bool) -> Frame<'a> {
+    /// [`Self::frame`] with `payload` in place of the builder's payload.
+    fn frame_with<'a>(&'a self, payload: &'a [u8]) -> Frame<'a> {
         let o = &self.overrides;
         let pad_count = o.pad_count.unwrap_or(((4 - payload.len() % 4) % 4) as u8);
         const ZEROS: [u8; 3] = [0; 3];
@@ -487,8 +486,7 @@ impl PacketBuilder {
                     roce.icrc = trailer;
                 }
             }
-            None if with_icrc => icrc::fill(&mut frame),
-            None => {}
+            None => icrc::fill(&mut frame),
         }
         frame
     }
@@ -517,22 +515,24 @@ impl PacketBuilder {
         len: usize,
         fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
     ) -> Result<Vec<u8>, E> {
-        // Header lengths depend on the payload's length only through fields
-        // written below, not on their own sizes.
-        let head = {
-            let f = self.frame_with(&[], false);
-            f.ethernet.buffer_len()
-                + f.ip.as_ref().map_or(0, IpRepr::buffer_len)
-                + f.udp.as_ref().map_or(0, UdpRepr::buffer_len)
-                + f.roce.as_ref().map_or(0, RocePacket::header_len)
+        // The headers' sizes do not depend on the payload (as `frame_with`
+        // lays them out: Ethernet, IP with its options, UDP, BTH, extensions).
+        let ip_len = match &self.ip {
+            IpConfig::V4 { options, .. } => Ipv4Repr::MIN_LEN + options.len(),
+            IpConfig::V6 { .. } => Ipv6Repr::LEN,
         };
+        let head = self.ethernet.buffer_len()
+            + ip_len
+            + UdpRepr::LEN
+            + BthRepr::LEN
+            + self.ext.buffer_len();
         let o = &self.overrides;
         let mut buf = Vec::with_capacity(head + len + 3 + ICRC_LEN + o.trailer.len());
         buf.resize(head, 0);
         fill(&mut buf)?;
         buf.resize(head + len, 0);
         let (headers, payload) = buf.split_at_mut(head);
-        let frame = self.frame_with(payload, true);
+        let frame = self.frame_with(payload);
         let mut at = 0;
         // `headers` has exactly the headers' length, which each `emit` accepts.
         let _ = frame.ethernet.emit(headers);
