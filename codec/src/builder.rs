@@ -399,10 +399,13 @@ impl PacketBuilder {
     /// The frame as a value, every derived field filled (or overridden).
     /// Truncation applies only to [`Self::build`].
     pub fn frame(&self) -> Frame<'_> {
+        self.frame_with(&self.payload)
+    }
+
+    /// [`Self::frame`] with `payload` in place of the builder's payload.
+    fn frame_with<'a>(&'a self, payload: &'a [u8]) -> Frame<'a> {
         let o = &self.overrides;
-        let pad_count = o
-            .pad_count
-            .unwrap_or(((4 - self.payload.len() % 4) % 4) as u8);
+        let pad_count = o.pad_count.unwrap_or(((4 - payload.len() % 4) % 4) as u8);
         const ZEROS: [u8; 3] = [0; 3];
         let pad: &[u8] = match &o.pad {
             Some(bytes) => bytes,
@@ -413,7 +416,7 @@ impl PacketBuilder {
         let roce = RocePacket {
             bth,
             ext: self.ext,
-            payload: &self.payload,
+            payload,
             pad,
             icrc: [0; ICRC_LEN],
         };
@@ -486,6 +489,80 @@ impl PacketBuilder {
             None => icrc::fill(&mut frame),
         }
         frame
+    }
+
+    /// The frame's bytes, as [`Self::build`] makes them, but with a payload
+    /// of `len` bytes that `fill` appends to the buffer it is handed (which
+    /// then holds exactly the headers) instead of the builder's own payload:
+    /// the payload is written once, straight into the frame, with no zero
+    /// fill. PadCnt, the lengths and the ICRC follow `len`; if `fill`
+    /// appends more or fewer bytes, the payload is cut or zero-extended to
+    /// `len`. An error from `fill` is returned as is.
+    ///
+    /// ```
+    /// use metaroce_codec::{Opcode, PacketBuilder};
+    /// let b = PacketBuilder::new(Opcode::RC_SEND_ONLY).psn(7);
+    /// let filled = b
+    ///     .build_filled(5, |buf| {
+    ///         buf.extend_from_slice(b"hello");
+    ///         Ok::<(), ()>(())
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(filled, b.payload(*b"hello").build());
+    /// ```
+    pub fn build_filled<E>(
+        &self,
+        len: usize,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<Vec<u8>, E> {
+        // The headers' sizes do not depend on the payload (as `frame_with`
+        // lays them out: Ethernet, IP with its options, UDP, BTH, extensions).
+        let ip_len = match &self.ip {
+            IpConfig::V4 { options, .. } => Ipv4Repr::MIN_LEN + options.len(),
+            IpConfig::V6 { .. } => Ipv6Repr::LEN,
+        };
+        let head = self.ethernet.buffer_len()
+            + ip_len
+            + UdpRepr::LEN
+            + BthRepr::LEN
+            + self.ext.buffer_len();
+        let o = &self.overrides;
+        let mut buf = Vec::with_capacity(head + len + 3 + ICRC_LEN + o.trailer.len());
+        buf.resize(head, 0);
+        fill(&mut buf)?;
+        buf.resize(head + len, 0);
+        let (headers, payload) = buf.split_at_mut(head);
+        let frame = self.frame_with(payload);
+        let mut at = 0;
+        // `headers` has exactly the headers' length, which each `emit` accepts.
+        let _ = frame.ethernet.emit(headers);
+        at += frame.ethernet.buffer_len();
+        if let Some(ip) = &frame.ip {
+            let _ = ip.emit(&mut headers[at..]);
+            at += ip.buffer_len();
+        }
+        if let Some(udp) = &frame.udp {
+            let _ = udp.emit(&mut headers[at..]);
+            at += UdpRepr::LEN;
+        }
+        let (pad_len, icrc) = match &frame.roce {
+            Some(roce) => {
+                let _ = roce.bth.emit(&mut headers[at..]);
+                let _ = roce.ext.emit(&mut headers[at + crate::bth::BthRepr::LEN..]);
+                (roce.pad.len(), roce.icrc)
+            }
+            None => (0, [0; ICRC_LEN]),
+        };
+        match &o.pad {
+            Some(bytes) => buf.extend_from_slice(bytes),
+            None => buf.resize(buf.len() + pad_len, 0),
+        }
+        buf.extend_from_slice(&icrc);
+        buf.extend_from_slice(&o.trailer);
+        if let Some(cut) = o.truncate {
+            buf.truncate(cut);
+        }
+        Ok(buf)
     }
 
     /// The frame's bytes (cut short if [`Self::truncate`] was set).

@@ -32,6 +32,45 @@ fn frames_emit_exactly_into_a_dirty_buffer() {
     }
 }
 
+/// The builder's payload, as `build` would send it.
+fn built_payload(b: &PacketBuilder) -> Vec<u8> {
+    b.frame()
+        .roce
+        .map(|r| r.payload.to_vec())
+        .unwrap_or_default()
+}
+
+/// `build_filled` with the builder's own payload appended is `build`.
+fn check_build_filled(name: &str, b: &PacketBuilder) {
+    let payload = built_payload(b);
+    let filled = b.build_filled(payload.len(), |buf| {
+        buf.extend_from_slice(&payload);
+        Ok::<(), ()>(())
+    });
+    assert_eq!(filled, Ok(b.build()), "{name}");
+}
+
+#[test]
+fn build_filled_is_build_with_the_payload_written_in_place() {
+    for (name, b) in frames::sample_builders() {
+        check_build_filled(&name, &b);
+    }
+    let b = PacketBuilder::new(Opcode::RC_WRITE_ONLY).psn(3);
+    // A fill that appends too few bytes is zero-extended, too many cut.
+    let short = b.build_filled(6, |buf| {
+        buf.extend_from_slice(b"ab");
+        Ok::<(), ()>(())
+    });
+    assert_eq!(short, Ok(b.clone().payload(*b"ab\0\0\0\0").build()));
+    let long = b.build_filled(2, |buf| {
+        buf.extend_from_slice(b"abcdef");
+        Ok::<(), ()>(())
+    });
+    assert_eq!(long, Ok(b.clone().payload(*b"ab").build()));
+    // An error from the fill is returned.
+    assert_eq!(b.build_filled(4, |_| Err(7)), Err(7));
+}
+
 /// Each header emits exactly its bytes into a 0xa5 buffer of exactly its
 /// length, refuses one byte less, and parses back to itself.
 #[test]
@@ -280,6 +319,12 @@ proptest! {
         if let Ok(frame) = Frame::parse(&bytes, &ParseOptions { dialect: Dialect::Base, ..ParseOptions::default() }) {
             prop_assert_eq!(frame.to_bytes(), bytes);
         }
+    }
+
+    /// `build_filled` with the builder's payload is `build`, overrides included.
+    #[test]
+    fn build_filled_matches_build(b in arb_frame_builder()) {
+        check_build_filled("arbitrary", &b);
     }
 
     /// What the builder was told is what the parser reads back.

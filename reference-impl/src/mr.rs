@@ -316,9 +316,48 @@ impl Memory {
         len: usize,
     ) -> Result<Vec<u8>, MemFault> {
         let mut out = Vec::with_capacity(len);
+        self.gather_into(pd, sges, offset, len, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::gather`], appending the bytes to `out` (a frame being built);
+    /// on an error `out` may hold part of them.
+    pub(crate) fn gather_into(
+        &self,
+        pd: PdHandle,
+        sges: &[Sge],
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), MemFault> {
+        self.walk_gather(pd, sges, offset, len, |bytes| out.extend_from_slice(bytes))
+    }
+
+    /// Whether [`Self::gather`] of these bytes would succeed, without copying.
+    pub(crate) fn check_gather(
+        &self,
+        pd: PdHandle,
+        sges: &[Sge],
+        offset: u64,
+        len: usize,
+    ) -> Result<(), MemFault> {
+        self.walk_gather(pd, sges, offset, len, |_| {})
+    }
+
+    /// Hands `visit` the region slices that make up `len` bytes starting
+    /// `offset` bytes into the gather list, in order.
+    fn walk_gather(
+        &self,
+        pd: PdHandle,
+        sges: &[Sge],
+        offset: u64,
+        len: usize,
+        mut visit: impl FnMut(&[u8]),
+    ) -> Result<(), MemFault> {
+        let mut done = 0usize;
         let mut skip = offset;
         for sge in sges {
-            if out.len() == len {
+            if done == len {
                 break;
             }
             let sge_len = u64::from(sge.len);
@@ -330,14 +369,15 @@ impl Memory {
             let Some(Some(region)) = self.regions.get(index) else {
                 return Err(MemFault::Key);
             };
-            let take = (sge_len - skip).min((len - out.len()) as u64);
+            let take = (sge_len - skip).min((len - done) as u64);
             let range =
                 Self::range_of(&region.info, sge.addr + skip, take).ok_or(MemFault::Range)?;
-            out.extend_from_slice(&region.bytes[range]);
+            visit(&region.bytes[range]);
+            done += take as usize;
             skip = 0;
         }
-        if out.len() == len {
-            Ok(out)
+        if done == len {
+            Ok(())
         } else {
             Err(MemFault::Range)
         }

@@ -55,10 +55,29 @@ impl Out {
 
 impl Path {
     /// Encapsulates `out` (MR-ENC-1/4/6/7/11/16/21, MR-BTH-2/4, MR-ICRC-1/2).
-    pub(crate) fn build(&self, out: Out) -> Vec<u8> {
+    pub(crate) fn build(&self, mut out: Out) -> Vec<u8> {
+        let payload = core::mem::take(&mut out.payload);
+        self.builder(&out).payload(payload).build()
+    }
+
+    /// [`Self::build`] with a payload of `len` bytes that `fill` appends
+    /// straight into the frame (`out.payload` is ignored): one copy from a
+    /// memory region to the frame, no intermediate buffer.
+    pub(crate) fn build_filled<E>(
+        &self,
+        out: &Out,
+        len: usize,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<Vec<u8>, E> {
+        self.builder(out).build_filled(len, fill)
+    }
+
+    /// The codec's builder for `out`'s headers (no payload).
+    fn builder(&self, out: &Out) -> PacketBuilder {
         let ecn = if out.ect { ECN_ECT0 } else { 0 };
         let (pkey, dest_qp, psn, ack_req, se) =
             (self.pkey, self.dest_qp, out.psn, out.ack_req, out.se);
+        let ext = out.ext;
         PacketBuilder::new(out.opcode)
             .macs(self.src_mac, self.dst_mac)
             .ipv4(self.src_ip, self.dst_ip)
@@ -72,8 +91,6 @@ impl Path {
                 b.ack_req = ack_req;
                 b.se = se;
             })
-            .ext(|e| *e = out.ext)
-            .payload(out.payload)
-            .build()
+            .ext(|e| *e = ext)
     }
 }

@@ -6,9 +6,10 @@
 use super::{MpRequester, MpWqe};
 use crate::cq::WcStatus;
 use crate::mp::loss::{Unit, UnitState};
+use crate::mr::PdHandle;
 use crate::qp::{Env, QpConfig};
 use crate::wire::{Out, Path};
-use crate::wr::WrOp;
+use crate::wr::{Sge, WrOp};
 use metaroce_codec::ext::{AtomicEthRepr, IethRepr, ImmDtRepr, MpethRepr, RethRepr};
 use metaroce_codec::{Msn, Opcode};
 
@@ -26,7 +27,9 @@ impl MpRequester {
         if self.rnr_until.is_some() {
             return None; // MR-MPP-18
         }
-        self.in_flight = self.flight();
+        // `in_flight` is kept up to date where units change; the O(units)
+        // sum is only a check in debug builds.
+        debug_assert_eq!(self.in_flight, self.flight(), "in_flight drifted");
         let retx = self.retransmit(cfg, path, env);
         if let Some(Some(frame)) = retx {
             return Some(frame);
@@ -85,8 +88,8 @@ impl MpRequester {
             }
             self.retx.remove(&key);
             let k = (key - self.sq[i].first) as u32;
-            let out = match packet(&self.sq[i], k, self.pmtu, true, cfg, env) {
-                Ok((out, _)) => out,
+            let (out, gather) = match packet(&self.sq[i], k, self.pmtu, true, cfg, env) {
+                Ok((out, _, gather)) => (out, gather),
                 Err(status) => {
                     self.fail_at(cfg, env, Some(key), status);
                     return Some(None);
@@ -116,7 +119,12 @@ impl MpRequester {
                 rule.count(env.counters);
             }
             path.udp_src_port = v;
-            return Some(Some(stamp(path, out, env.now)));
+            return Some(Some(stamp(
+                path,
+                out,
+                gather.map(|(o, l)| (cfg.pd, &self.sq[i].wr.sg_list[..], o, l)),
+                env,
+            )));
         }
         None
     }
@@ -158,7 +166,7 @@ impl MpRequester {
         env.counters.retransmitted_packets += 1;
         rule.count(env.counters);
         path.udp_src_port = self.entropy.next(env.now, None);
-        Some(stamp(path, out, env.now))
+        Some(stamp(path, out, None, env))
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -196,19 +204,22 @@ impl MpRequester {
             if idx + u64::from(span) > self.cum_next + u64::from(self.window) {
                 return None;
             }
-            let (out, bytes) = match packet(w, k, self.pmtu, false, cfg, env) {
-                Ok(x) => x,
+            let bytes = request_bytes(w, k, self.pmtu);
+            let flight = if w.is_read() { w.len } else { bytes };
+            // zoo: mp-cwnd-ignored
+            if !self.cc.allows(self.in_flight, flight) && !zoo!(cfg.mutant, MpCwndIgnored) {
+                return None; // MR-MPC-1
+            }
+            // Built (payload gathered) only once cwnd lets it leave: a
+            // cwnd-limited poll no longer copies a payload only to drop it.
+            let (out, gather) = match packet(w, k, self.pmtu, false, cfg, env) {
+                Ok((out, _, gather)) => (out, gather),
                 Err(status) => {
                     let first = w.first;
                     self.fail_at(cfg, env, Some(first), status);
                     return None;
                 }
             };
-            let flight = if w.is_read() { w.len } else { bytes };
-            // zoo: mp-cwnd-ignored
-            if !self.cc.allows(self.in_flight, flight) && !zoo!(cfg.mutant, MpCwndIgnored) {
-                return None; // MR-MPC-1
-            }
             let (msn, atomic, is_read) = (w.msn, w.wr.op.is_atomic(), w.is_read());
             if is_read {
                 let w = &mut self.sq[i];
@@ -239,7 +250,12 @@ impl MpRequester {
             self.in_flight += flight;
             self.sent_end = self.sent_end.max(idx + u64::from(span));
             path.udp_src_port = v;
-            return Some(stamp(path, out, env.now));
+            return Some(stamp(
+                path,
+                out,
+                gather.map(|(o, l)| (cfg.pd, &self.sq[i].wr.sg_list[..], o, l)),
+                env,
+            ));
         }
     }
 
@@ -304,12 +320,49 @@ impl MpRequester {
     }
 }
 
-/// Writes the transmit timestamp (MR-MPH-5) and encapsulates.
-fn stamp(path: Path, mut out: Out, now: u64) -> Vec<u8> {
+/// A payload's place in a WQE's gather list: offset and length.
+type Span = (u64, usize);
+
+/// Writes the transmit timestamp (MR-MPH-5) and encapsulates; `gather`
+/// (PD, gather list, offset, length) is the payload, copied from memory
+/// straight into the frame.
+fn stamp(
+    path: Path,
+    mut out: Out,
+    gather: Option<(PdHandle, &[Sge], u64, usize)>,
+    env: &Env<'_>,
+) -> Vec<u8> {
     if let Some(m) = out.ext.mpeth.as_mut() {
-        m.timestamp = now as u32;
+        m.timestamp = env.now as u32;
     }
-    path.build(out)
+    match gather {
+        None => path.build(out),
+        // `packet` checked these bytes against the same memory in this
+        // poll (nothing changes it in between), so the gather cannot fail;
+        // if it did, the payload would be zero-filled, never a panic.
+        Some((pd, sges, offset, len)) => path
+            .build_filled(&out, len, |buf| {
+                env.mem.gather_into(pd, sges, offset, len, buf)
+            })
+            .unwrap_or_else(|_| {
+                let zeros = |_: &mut Vec<u8>| Ok::<(), ()>(());
+                path.build_filled(&out, len, zeros).unwrap_or_default()
+            }),
+    }
+}
+
+/// The payload bytes request packet `k` of `w` carries, as [`packet`]
+/// counts them for cwnd: 8 for an atomic, 0 for a READ request, else
+/// min(P, L − k × P) (MR-MPH-10).
+pub(super) fn request_bytes(w: &MpWqe, k: u32, pmtu: u32) -> u64 {
+    match w.wr.op {
+        WrOp::Read(_) => 0,
+        WrOp::CompareSwap { .. } | WrOp::FetchAdd { .. } => 8,
+        _ => {
+            let offset = u64::from(k) * u64::from(pmtu);
+            (w.len - offset.min(w.len)).min(u64::from(pmtu))
+        }
+    }
 }
 
 /// Request packet `k` of `w` (k = 0 for READ and atomics) and its payload
@@ -321,7 +374,7 @@ pub(super) fn packet(
     retx: bool,
     cfg: &QpConfig,
     env: &Env<'_>,
-) -> Result<(Out, u64), WcStatus> {
+) -> Result<(Out, u64, Option<Span>), WcStatus> {
     let p = u64::from(pmtu);
     let psn = metaroce_codec::Psn::new(cfg.sq_psn)
         .add((w.first + u64::from(k)) as u32)
@@ -349,6 +402,7 @@ pub(super) fn packet(
         out.ect = true;
         (out, 8)
     };
+    let mut gather = None;
     let r = match w.wr.op {
         WrOp::Read(remote) => {
             // MR-MPH-12.
@@ -408,10 +462,11 @@ pub(super) fn packet(
             out.ack_req = mpeth.last || retx; // MR-MPH-9
             out.se = mpeth.last && w.wr.solicited && !matches!(op, WrOp::Write(_));
             out.ect = true;
-            out.payload = env
-                .mem
-                .gather(cfg.pd, &w.wr.sg_list, offset, len as usize)
+            // Checked here, copied into the frame by `stamp`.
+            env.mem
+                .check_gather(cfg.pd, &w.wr.sg_list, offset, len as usize)
                 .map_err(|_| WcStatus::LocProtErr)?;
+            gather = Some((offset, len as usize));
             (out, len)
         }
     };
@@ -419,5 +474,5 @@ pub(super) fn packet(
     if retx {
         out.ack_req = true;
     }
-    Ok((out, bytes))
+    Ok((out, bytes, gather))
 }

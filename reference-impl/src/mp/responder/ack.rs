@@ -149,13 +149,18 @@ impl MpResponder {
                     msg_len: *read_len,
                     timestamp: echo.ts,
                 });
-                out.payload = data[at..at + chunk].to_vec();
                 out.ect = true;
+                // The response's bytes go straight into the frame.
+                let bytes = data.get(at..at + chunk).unwrap_or_default();
+                let frame = path.build_filled(&out, chunk, |buf| {
+                    buf.extend_from_slice(bytes);
+                    Ok::<(), core::convert::Infallible>(())
+                });
                 *next = at + chunk;
                 if *next >= data.len() {
                     self.jobs.pop_front();
                 }
-                out
+                return frame.ok();
             }
         };
         Some(path.build(out))
