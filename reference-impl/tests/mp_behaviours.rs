@@ -7,8 +7,9 @@ use common::*;
 use metaroce_codec::{Frame, Opcode, ParseOptions};
 use metaroce_ref::*;
 
-/// Two MP devices (A requester, B responder) with their ends.
-fn mp_pair() -> (Device, Device, End, End) {
+/// Two devices (A, B) with an RC QP each in RESET, not connected, and the
+/// parameters (PMTU 4096) to connect them with.
+fn unconnected_pair() -> (Device, Device, End, End, Params) {
     let p = Params {
         pmtu: 4096,
         ..Params::default()
@@ -17,6 +18,12 @@ fn mp_pair() -> (Device, Device, End, End) {
     let mut b = device(MAC_B, IP_B, 2);
     let ea = create_rc(&mut a, 0xFF_FFF0);
     let eb = create_rc(&mut b, 0x12_3456);
+    (a, b, ea, eb, p)
+}
+
+/// Two MP devices (A requester, B responder) with their ends.
+fn mp_pair() -> (Device, Device, End, End) {
+    let (mut a, mut b, ea, eb, p) = unconnected_pair();
     let mp = |seed| MpAttrs {
         entropy: MpEntropy::Seeded { n: 16, seed },
         ..MpAttrs::default()
@@ -260,14 +267,7 @@ fn receives_posted_in_init_serve_sends_once_the_qp_is_mp() {
     // the switch to MP dropped it, and every SEND met RNR NAKs until a
     // receive was posted after RTR (found by `metaroce-ref perf --profile
     // mp --op send`, which posts its receives in INIT as for Base).
-    let p = Params {
-        pmtu: 4096,
-        ..Params::default()
-    };
-    let mut a = device(MAC_A, IP_A, 1);
-    let mut b = device(MAC_B, IP_B, 2);
-    let ea = create_rc(&mut a, 0xFF_FFF0);
-    let eb = create_rc(&mut b, 0x12_3456);
+    let (mut a, mut b, ea, eb, p) = unconnected_pair();
     let mp = MpAttrs::default();
     let src = a.reg_mr(ea.pd, 6000, Access::LOCAL_WRITE).unwrap();
     a.write_mr(src.lkey, src.addr, &[0x3c; 6000]).unwrap();

@@ -338,13 +338,15 @@ fn stamp(
     match gather {
         None => path.build(out),
         // `packet` checked these bytes against the same memory in this
-        // poll (nothing changes it in between), so the gather cannot fail;
-        // if it did, the payload would be zero-filled, never a panic.
+        // poll (nothing changes it in between), so the gather cannot fail.
+        // Debug builds (every test) assert it; a release build would send a
+        // zero-filled payload rather than panic on a broken invariant.
         Some((pd, sges, offset, len)) => path
             .build_filled(&out, len, |buf| {
                 env.mem.gather_into(pd, sges, offset, len, buf)
             })
-            .unwrap_or_else(|_| {
+            .unwrap_or_else(|e| {
+                debug_assert!(false, "gather of a checked payload failed: {e:?}");
                 let zeros = |_: &mut Vec<u8>| Ok::<(), ()>(());
                 path.build_filled(&out, len, zeros).unwrap_or_default()
             }),

@@ -156,10 +156,11 @@ fn decrease_on_trim_nak_mr_mpc_7() {
     assert_eq!(r.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7 subject to MR-MPC-3");
 }
 
-#[test]
-fn decrease_on_missing_read_response_mr_mpc_7() {
+/// An MP requester (cwnd 8 KiB) with work request 1, a READ of 5 × 1 KiB
+/// responses, posted and not yet sent.
+fn read_of_five_posted() -> MpRequester {
     let r = MpRequester::new(cc_cfg(0), 0x22, psn(0));
-    let (r, _) = r.post_send(SendWr {
+    r.post_send(SendWr {
         wr: 1,
         op: WrOp::Read {
             va: 0x5000,
@@ -168,7 +169,13 @@ fn decrease_on_missing_read_response_mr_mpc_7() {
         },
         fence: false,
         signaled: true,
-    });
+    })
+    .0
+}
+
+#[test]
+fn decrease_on_missing_read_response_mr_mpc_7() {
+    let r = read_of_five_posted();
     let (mut r, f, _) = send_next(&r, 0);
     assert!(f.is_empty(), "{f:?}");
     let resp = |i: u32, r: &MpRequester, now| {
@@ -227,17 +234,7 @@ fn decrease_on_missing_read_response_mr_mpc_7() {
 fn read_response_missing_by_time_evidence_mr_mpc_7() {
     // A READ of 5 responses (PSNs 0–4) at t = 0; response 0 and an ACK of
     // the READ's PSNs arrive at 5 µs (unmarked, in time).
-    let r = MpRequester::new(cc_cfg(0), 0x22, psn(0));
-    let (r, _) = r.post_send(SendWr {
-        wr: 1,
-        op: WrOp::Read {
-            va: 0x5000,
-            rkey: 9,
-            len: 5 * 1024,
-        },
-        fence: false,
-        signaled: true,
-    });
+    let r = read_of_five_posted();
     let (r, f, _) = send_next(&r, 0);
     assert!(f.is_empty(), "{f:?}");
     let w = wire(req(Opcode::MP_READ_RESPONSE, 0, 0, 0, 5 * 1024, &[0; 1024]));
