@@ -10,7 +10,7 @@
 # On each capture, interleaved RUNS times after one warm-up read of the file:
 #
 #   metaroce check --threads 1          full ICRC, per-packet and conversation checks, one thread
-#   metaroce check --threads N          the same, N decode/ICRC workers (default: the cores)
+#   metaroce check --threads N          the same on N threads in all (default: the cores)
 #   tshark -r FILE -T fields -e infiniband.bth.psn   decodes BTH, judges nothing
 #   crc32fast over the same frame bytes  examples/crc_baseline.rs (in memory, one hash per frame)
 #

@@ -126,9 +126,10 @@ pub struct CheckArgs {
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,
-    /// Threads that decode frames and verify their ICRCs, beside the one
-    /// that reads the capture and runs the conversation judge in frame order
-    /// (findings and their order do not depend on it); 1 does everything on
+    /// Threads in all: N - 1 decode frames and verify their ICRCs beside
+    /// the one that reads the capture and runs the conversation judge in
+    /// frame order, which also decodes when their results are not ready
+    /// (findings and their order do not depend on N); 1 does everything on
     /// one thread. Default: the available cores. Needs a mapped file.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
@@ -447,8 +448,9 @@ fn sequential<R: io::Read, W: Write>(
     }
 }
 
-/// Judges every frame of a mapped capture: decoding and ICRCs on `threads`
-/// workers, the rest in frame order here ([`crate::check::parallel`]).
+/// Judges every frame of a mapped capture on `threads` threads: decoding
+/// and ICRCs on `threads - 1` workers and this one, the rest in frame order
+/// here ([`crate::check::parallel`]).
 fn parallel<W: Write>(
     reader: &mut CaptureReader<io::Empty>,
     threads: usize,
@@ -509,7 +511,7 @@ fn parallel<W: Write>(
         }
         true
     };
-    crate::check::parallel::run(bytes, &inspector, threads, source, sink);
+    crate::check::parallel::run(bytes, &inspector, threads.saturating_sub(1), source, sink);
     match (output_error, read_error) {
         (Some(e), _) => Ended::Output(e),
         (None, Some(e)) => Ended::BadInput(e),
