@@ -9,14 +9,14 @@
 //!   connection depends on every earlier packet ([`Checker::absorb`]).
 //!
 //! [`run`] is a pipeline over a capture held in memory (a mapped file, see
-//! [`crate::capture::map_file`]): the calling thread reads the records
-//! (cheap: a record header per frame), cuts them into numbered batches of
-//! [`BATCH`] frames and queues them; `workers` threads take the oldest
-//! queued batch, inspect it (borrowing the frames' bytes: nothing is
-//! copied) and post the result under its number. The calling thread absorbs
-//! the results in batch order. When the next result is not ready yet, it
-//! does not wait idle: it takes the oldest queued batch and inspects it
-//! itself. So on a capture whose per-frame work dominates (large frames:
+//! [`crate::capture::map_file`]): a reader thread walks the records (a
+//! record header per frame; it takes the page faults of the mapping), cuts
+//! them into numbered batches of [`BATCH`] frames and queues them;
+//! `workers` threads take the oldest queued batch, inspect it (borrowing
+//! the frames' bytes: nothing is copied) and post the result under its
+//! number. The calling thread absorbs the results in batch order. When the
+//! next result is not ready yet, it does not wait idle: it takes the oldest
+//! queued batch and inspects it itself. So on a capture whose per-frame work dominates (large frames:
 //! the ICRC) every thread inspects, and on one whose ordered work dominates
 //! (small frames: the judge) the workers keep the calling thread supplied
 //! and it only judges; with `workers` = cores − 1 no core is left idle
@@ -24,7 +24,7 @@
 //! done and not yet absorbed, so memory stays bounded whatever the
 //! capture's size.
 //!
-//! std's scoped threads, a mutex and two condition variables suffice for
+//! std's scoped threads, a mutex and three condition variables suffice for
 //! this shape (one queue, taken in order; a batch is a few hundred frames,
 //! so the lock is taken a few thousand times a second), so no dependency
 //! is added. The conversation stage stays on one thread (README, "Speed",
@@ -66,19 +66,25 @@ struct Queue<'b> {
     done: VecDeque<Option<Done<'b>>>,
     /// Number of the next batch the calling thread absorbs.
     next: u64,
-    /// No more batches will be queued: the workers leave.
+    /// The reader has queued its last batch.
+    exhausted: bool,
+    /// The calling thread stopped: the reader and the workers leave.
     closed: bool,
-    /// A worker died (it cannot: inspection does not panic); the calling
-    /// thread stops instead of waiting for its result.
+    /// The reader or a worker died (they cannot: reading and inspection do
+    /// not panic); the calling thread stops instead of waiting for it.
     broken: bool,
 }
 
 struct Shared<'b> {
     queue: Mutex<Queue<'b>>,
-    /// Signalled when a batch is queued or the queue closes.
+    /// Signalled when a batch is queued or the queue closes (workers wait).
     work: Condvar,
-    /// Signalled when a result is posted.
+    /// Signalled when a batch is queued or done, or the reader ends (the
+    /// calling thread waits).
     posted: Condvar,
+    /// Signalled when the calling thread takes a result (the reader waits
+    /// for room in the window).
+    room: Condvar,
 }
 
 impl<'b> Shared<'b> {
@@ -87,6 +93,10 @@ impl<'b> Shared<'b> {
         // other threads could misread (each update is one push or take), and
         // the scope raises the panic when it joins the thread.
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wait<'g>(&self, cv: &Condvar, q: MutexGuard<'g, Queue<'b>>) -> MutexGuard<'g, Queue<'b>> {
+        cv.wait(q).unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Posts the result of batch `number`.
@@ -100,29 +110,47 @@ impl<'b> Shared<'b> {
         drop(q);
         self.posted.notify_one();
     }
+
+    fn wake_all(&self) {
+        self.work.notify_all();
+        self.posted.notify_all();
+        self.room.notify_all();
+    }
 }
 
-/// Closes the queue when dropped, also on a panic: the workers leave, the
-/// calling thread stops waiting, and the scope can join every thread (it
-/// then raises the panic).
+/// Who holds a [`Closer`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Reader,
+    Worker,
+    Judge,
+}
+
+/// Updates the queue when a thread leaves, also on a panic: the reader's end
+/// ends the input, the calling thread's closes the queue (the reader and
+/// the workers leave), a panic elsewhere stops the calling thread; so the
+/// scope can always join every thread (it then raises the panic).
 struct Closer<'s, 'b> {
     shared: &'s Shared<'b>,
-    /// Dropped by a worker: a panic there breaks the pipeline.
-    worker: bool,
+    role: Role,
 }
 
 impl Drop for Closer<'_, '_> {
     fn drop(&mut self) {
         let mut q = self.shared.lock();
-        if !self.worker {
-            q.closed = true;
-            q.todo.clear();
-        } else if std::thread::panicking() {
+        match self.role {
+            Role::Judge => {
+                q.closed = true;
+                q.todo.clear();
+            }
+            Role::Reader => q.exhausted = true,
+            Role::Worker => {}
+        }
+        if self.role != Role::Judge && std::thread::panicking() {
             q.broken = true;
         }
         drop(q);
-        self.shared.work.notify_all();
-        self.shared.posted.notify_all();
+        self.shared.wake_all();
     }
 }
 
@@ -144,16 +172,17 @@ fn inspect_batch<'b>(bytes: &'b [u8], inspector: &Inspector, jobs: &[Job]) -> Ve
 /// thread, and hands each inspection to `sink` in frame order, on the
 /// calling thread.
 ///
-/// `source` appends up to [`BATCH`] jobs to the vector it is given; leaving
-/// it empty ends the input. `sink` returns `false` to stop early (the
-/// frames in flight are then dropped). A job whose bytes lie outside
-/// `bytes` is inspected as an empty frame. With `workers` 0 the calling
-/// thread does everything.
+/// `source` runs on a thread of its own; it appends up to [`BATCH`] jobs
+/// to the vector it is given, and leaving it empty ends the input. `sink`
+/// returns `false` to stop early (the frames in flight are then dropped,
+/// and `source` is not called again). A job whose bytes lie outside `bytes`
+/// is inspected as an empty frame. With `workers` 0 the calling thread
+/// inspects everything.
 pub fn run<'b>(
     bytes: &'b [u8],
     inspector: &Inspector,
     workers: usize,
-    mut source: impl FnMut(&mut Vec<Job>),
+    mut source: impl FnMut(&mut Vec<Job>) + Send,
     mut sink: impl FnMut(&Job, Inspection<'b>) -> bool,
 ) {
     let shared = Shared {
@@ -161,19 +190,49 @@ pub fn run<'b>(
             todo: VecDeque::new(),
             done: VecDeque::new(),
             next: 0,
+            exhausted: false,
             closed: false,
             broken: false,
         }),
         work: Condvar::new(),
         posted: Condvar::new(),
+        room: Condvar::new(),
     };
+    let shared = &shared;
     let window = (workers + 1) * DEPTH;
     std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let _closer = Closer {
+                shared,
+                role: Role::Reader,
+            };
+            for number in 0.. {
+                let mut q = shared.lock();
+                while !q.closed && q.done.len() >= window {
+                    q = shared.wait(&shared.room, q);
+                }
+                if q.closed {
+                    return;
+                }
+                drop(q);
+                let mut batch = Vec::with_capacity(BATCH);
+                source(&mut batch);
+                if batch.is_empty() {
+                    return; // `_closer` ends the input
+                }
+                let mut q = shared.lock();
+                q.todo.push_back((number, batch));
+                q.done.push_back(None);
+                drop(q);
+                shared.work.notify_one();
+                shared.posted.notify_one();
+            }
+        });
         for _ in 0..workers {
-            scope.spawn(|| {
+            scope.spawn(move || {
                 let _closer = Closer {
-                    shared: &shared,
-                    worker: true,
+                    shared,
+                    role: Role::Worker,
                 };
                 loop {
                     let mut q = shared.lock();
@@ -181,10 +240,10 @@ pub fn run<'b>(
                         if let Some(batch) = q.todo.pop_front() {
                             break batch;
                         }
-                        if q.closed {
+                        if q.closed || (q.exhausted && q.todo.is_empty()) {
                             return;
                         }
-                        q = shared.work.wait(q).unwrap_or_else(PoisonError::into_inner);
+                        q = shared.wait(&shared.work, q);
                     };
                     drop(q);
                     let inspected = inspect_batch(bytes, inspector, &jobs);
@@ -193,42 +252,27 @@ pub fn run<'b>(
             });
         }
         let _closer = Closer {
-            shared: &shared,
-            worker: false,
+            shared,
+            role: Role::Judge,
         };
-        let mut queued: u64 = 0;
-        let mut exhausted = false;
-        'absorb: loop {
-            // Keep the window full.
-            while !exhausted && shared.lock().done.len() < window {
-                let mut batch = Vec::with_capacity(BATCH);
-                source(&mut batch);
-                if batch.is_empty() {
-                    exhausted = true;
-                    break;
-                }
-                let mut q = shared.lock();
-                q.todo.push_back((queued, batch));
-                q.done.push_back(None);
-                drop(q);
-                queued += 1;
-                shared.work.notify_one();
-            }
+        loop {
             // The next result in order: taken when done; else inspect the
-            // oldest queued batch here; else wait for a worker's.
+            // oldest queued batch here; else wait for the reader or a worker.
             let (jobs, inspected) = {
                 let mut q = shared.lock();
                 loop {
-                    let Some(slot) = q.done.front_mut() else {
-                        break 'absorb;
-                    };
-                    if let Some(result) = slot.take() {
+                    if q.broken {
+                        return;
+                    }
+                    if q.done.is_empty() && q.exhausted {
+                        return;
+                    }
+                    if let Some(result) = q.done.front_mut().and_then(Option::take) {
                         q.done.pop_front();
                         q.next += 1;
+                        drop(q);
+                        shared.room.notify_one();
                         break result;
-                    }
-                    if q.broken {
-                        break 'absorb;
                     }
                     if let Some((number, jobs)) = q.todo.pop_front() {
                         drop(q);
@@ -236,21 +280,16 @@ pub fn run<'b>(
                         shared.post(number, (jobs, inspected));
                         q = shared.lock();
                     } else {
-                        q = shared
-                            .posted
-                            .wait(q)
-                            .unwrap_or_else(PoisonError::into_inner);
+                        q = shared.wait(&shared.posted, q);
                     }
                 }
             };
             for (job, inspection) in jobs.iter().zip(inspected) {
                 if !sink(job, inspection) {
-                    break 'absorb;
+                    return; // `_closer` closes the queue
                 }
             }
         }
-        // Dropping `_closer` closes the queue: the workers leave, and the
-        // scope joins them.
     });
 }
 
