@@ -364,11 +364,11 @@ impl MpWatch {
             }
         }
         let echo = (s.echoed_entropy, s.echoed_timestamp);
-        // Fatal NAKs (0x61–0x63, §7.15) are left out: the reference echoes
-        // nothing in them (entropy and timestamp 0), where the model's
-        // `nak_spec` echoes the offending packet (reported, not judged).
-        let fatal = (0x61..=0x63).contains(&s.syndrome.0);
-        if !fatal && !r.echoes.contains(&echo) {
+        // A fatal NAK (0x61–0x63, §7.15) that no packet triggered (a posted
+        // receive let a staged message be placed, and it did not fit)
+        // echoes nothing: entropy and timestamp 0.
+        let untriggered = (0x61..=0x63).contains(&s.syndrome.0) && echo == (0, 0);
+        if !untriggered && !r.echoes.contains(&echo) {
             return Err(format!(
                 "MR-MPA-6: B's {} echoes entropy {:#06x} timestamp {:#x}, which no request \
                  delivered to it carried",

@@ -33,10 +33,10 @@ impl MpResponder {
         env: &mut Env<'_>,
     ) {
         if let Err((syn, at)) = self.accept_inner(cfg, pkt, idx, t, env) {
-            return self.fatal(cfg, env, syn, at);
+            return self.fatal(cfg, env, syn, at, Some(&t));
         }
         if let Err((syn, at)) = self.progress_inner(cfg, env) {
-            self.fatal(cfg, env, syn, at);
+            self.fatal(cfg, env, syn, at, Some(&t));
         }
     }
 
@@ -229,7 +229,9 @@ impl MpResponder {
     /// After a receive was posted.
     pub(super) fn progress(&mut self, cfg: &QpConfig, env: &mut Env<'_>) {
         if let Err((syn, at)) = self.progress_inner(cfg, env) {
-            self.fatal(cfg, env, syn, at);
+            // No packet triggers this NAK: a posted receive let a staged
+            // message be placed, and it did not fit.
+            self.fatal(cfg, env, syn, at, None);
         }
     }
 
@@ -421,19 +423,28 @@ impl MpResponder {
                 next: 0,
                 echo: Trigger { retx: true, ..echo },
             }),
-            Err(_) => self.fatal(cfg, env, NAK_ACCESS, first),
+            Err(_) => self.fatal(cfg, env, NAK_ACCESS, first, Some(&echo)),
         }
     }
 
-    /// MR-MPP-15: the NAK leaves before the QP enters ERR.
-    pub(super) fn fatal(&mut self, cfg: &QpConfig, env: &mut Env<'_>, syndrome: u8, at: u64) {
+    /// MR-MPP-15: the NAK leaves before the QP enters ERR. It echoes the
+    /// packet being handled (MR-MPA-6), or nothing (entropy and timestamp
+    /// 0) when no packet triggered it.
+    pub(super) fn fatal(
+        &mut self,
+        cfg: &QpConfig,
+        env: &mut Env<'_>,
+        syndrome: u8,
+        at: u64,
+        echo: Option<&Trigger>,
+    ) {
         let t = Trigger {
             idx: Some(at),
-            entropy: 0,
-            ts: 0,
-            ce: false,
-            retx: false,
-            trimmed: false,
+            entropy: echo.map_or(0, |e| e.entropy),
+            ts: echo.map_or(0, |e| e.ts),
+            ce: echo.is_some_and(|e| e.ce),
+            retx: echo.is_some_and(|e| e.retx),
+            trimmed: echo.is_some_and(|e| e.trimmed),
             syndrome,
             nak_base: Some(at),
             probe: false,
