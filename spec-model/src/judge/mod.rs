@@ -67,9 +67,9 @@ use crate::model::mp::MpConfig;
 use crate::model::responder::Features;
 use cnp::{CnpJudge, Mark};
 use connection::Connection;
+use foldhash::HashMap;
 use metaroce_codec::icrc::PayloadMark;
 use metaroce_codec::{Opcode, RocePacket, ServiceClass};
-use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Most connections open at once; a further one closes the least recently
@@ -241,8 +241,8 @@ impl ConversationJudge {
             cfg,
             conns: Vec::new(),
             free: Vec::new(),
-            by_key: HashMap::new(),
-            by_response: HashMap::new(),
+            by_key: HashMap::default(),
+            by_response: HashMap::default(),
             closed: Vec::new(),
             closed_dropped: 0,
             evicted: 0,
