@@ -397,6 +397,10 @@ impl Entry {
     /// first such). Deferred branches come after the built ones, so one of
     /// them is best only when it misses fewer; then they are built.
     fn best(&mut self) -> usize {
+        if self.alts.len() == 1 && self.alts[0].viable && self.later.as_ref().is_none_or(|l| l.dead)
+        {
+            return 0; // the only branch, nothing deferred
+        }
         let built = self.best_built();
         let least = self
             .later

@@ -178,11 +178,12 @@ pub struct ConversationJudge {
     /// Open connections (a slot is `None` once its connection closed).
     conns: Vec<Option<Connection>>,
     free: Vec<usize>,
-    /// (key, MP) → connection: a Base and an MP conversation may share
-    /// addresses and QPNs in a capture (though not on one device).
-    by_key: HashMap<(ConnectionKey, bool), usize>,
+    /// (requester IP, responder IP, responder QPN, MP) → connection: a
+    /// Base and an MP conversation may share addresses and QPNs in a
+    /// capture (though not on one device).
+    by_key: HashMap<Route, usize>,
     /// (responder IP, requester IP, requester QPN, MP) → connection.
-    by_response: HashMap<(IpAddr, IpAddr, u32, bool), usize>,
+    by_response: HashMap<Route, usize>,
     /// Summaries of closed connections (at most [`MAX_CLOSED`]).
     closed: Vec<ConnectionSummary>,
     /// Closed connections whose summary was not kept.
@@ -196,6 +197,44 @@ pub struct ConversationJudge {
     last_ns: u64,
     /// Capture time of the last idle sweep.
     swept_ns: u64,
+}
+
+/// A map key: source and destination address, a QPN, and whether the
+/// conversation is MP. Addresses are kept as numbers (hashed in one word
+/// each, where `IpAddr` hashes its family and each octet's slice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Route {
+    src: u128,
+    dst: u128,
+    qpn: u32,
+    /// Bit 0: `src` is IPv6; bit 1: `dst` is IPv6; bit 2: MP.
+    flags: u8,
+}
+
+impl Route {
+    fn new(src: IpAddr, dst: IpAddr, qpn: u32, mp: bool) -> Self {
+        let (src, src6) = addr_bits(src);
+        let (dst, dst6) = addr_bits(dst);
+        Route {
+            src,
+            dst,
+            qpn,
+            flags: u8::from(src6) | u8::from(dst6) << 1 | u8::from(mp) << 2,
+        }
+    }
+
+    /// The key of connection `key` (MP or not).
+    fn of(key: &ConnectionKey, mp: bool) -> Self {
+        Route::new(key.requester, key.responder, key.responder_qpn, mp)
+    }
+}
+
+/// An address as a number, and whether it is IPv6.
+fn addr_bits(a: IpAddr) -> (u128, bool) {
+    match a {
+        IpAddr::V4(v4) => (u128::from(u32::from(v4)), false),
+        IpAddr::V6(v6) => (u128::from(v6), true),
+    }
 }
 
 /// Whether `op` is an RC request opcode the models know.
@@ -286,7 +325,7 @@ impl ConversationJudge {
                 responder: meta.dst,
                 responder_qpn: pkt.bth.dest_qp,
             };
-            let idx = match self.by_key.get(&(key, mp_req)) {
+            let idx = match self.by_key.get(&Route::of(&key, mp_req)) {
                 Some(&i) => i,
                 None => self.open(key, mp_req, meta, &mut out),
             };
@@ -406,7 +445,7 @@ impl ConversationJudge {
                 self.conns.len() - 1
             }
         };
-        self.by_key.insert((key, mp), idx);
+        self.by_key.insert(Route::of(&key, mp), idx);
         idx
     }
 
@@ -422,7 +461,7 @@ impl ConversationJudge {
         c.label(&mut out[from..]);
         c.summary.evicted = true;
         self.evicted += 1;
-        self.by_key.remove(&(c.summary.key, c.summary.mp));
+        self.by_key.remove(&Route::of(&c.summary.key, c.summary.mp));
         self.by_response.retain(|_, &mut i| i != idx);
         self.free.push(idx);
         self.keep_summary(c.summary);
@@ -440,7 +479,7 @@ impl ConversationJudge {
     fn pair(&mut self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> Option<usize> {
         let qpn = pkt.bth.dest_qp;
         let mp = is_mp_response(pkt.bth.opcode);
-        let rkey = (meta.src, meta.dst, qpn, mp);
+        let rkey = Route::new(meta.src, meta.dst, qpn, mp);
         if let Some(&i) = self.by_response.get(&rkey) {
             return Some(i);
         }
@@ -535,10 +574,10 @@ impl ConversationJudge {
                 responder: meta.dst,
                 responder_qpn: pkt.bth.dest_qp,
             };
-            self.by_key.get(&(key, mp))
+            self.by_key.get(&Route::of(&key, mp))
         } else {
             self.by_response
-                .get(&(meta.src, meta.dst, pkt.bth.dest_qp, mp))
+                .get(&Route::new(meta.src, meta.dst, pkt.bth.dest_qp, mp))
         }?;
         self.conns
             .get(*idx)?
