@@ -534,6 +534,8 @@ struct Spare {
     sends: Vec<Vec<Expect>>,
     observed: Vec<Vec<Resp>>,
     fails: Vec<Vec<Fail>>,
+    /// Boxes of deferred branches (the boxes themselves are what is reused).
+    #[allow(clippy::vec_box)]
     laters: Vec<Box<Later>>,
 }
 
