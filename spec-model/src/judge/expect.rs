@@ -314,20 +314,24 @@ impl Entry {
         for b in branches.drain(..) {
             Alt::of(b.state, b.outcomes, &mut alts, &mut spare.sends);
         }
-        let later = later.map(|fails| {
-            let fresh = Later {
+        let later = match (later, spare.laters.pop()) {
+            (None, kept) => {
+                spare.laters.extend(kept);
+                None
+            }
+            (Some(fails), Some(mut kept)) => {
+                // Field by field: no whole `Later` built and moved in.
+                kept.fails = fails;
+                kept.dead = false;
+                kept.learned = None;
+                Some(kept)
+            }
+            (Some(fails), None) => Some(Box::new(Later {
                 fails,
                 dead: false,
                 learned: None,
-            };
-            match spare.laters.pop() {
-                Some(mut kept) => {
-                    *kept = fresh;
-                    kept
-                }
-                None => Box::new(fresh),
-            }
-        });
+            })),
+        };
         let mut e = Entry {
             req,
             alts,

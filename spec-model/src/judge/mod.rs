@@ -212,7 +212,7 @@ struct Route {
 }
 
 impl Route {
-    fn new(src: IpAddr, dst: IpAddr, qpn: u32, mp: bool) -> Self {
+    fn new(src: &IpAddr, dst: &IpAddr, qpn: u32, mp: bool) -> Self {
         let (src, src6) = addr_bits(src);
         let (dst, dst6) = addr_bits(dst);
         Route {
@@ -225,15 +225,16 @@ impl Route {
 
     /// The key of connection `key` (MP or not).
     fn of(key: &ConnectionKey, mp: bool) -> Self {
-        Route::new(key.requester, key.responder, key.responder_qpn, mp)
+        Route::new(&key.requester, &key.responder, key.responder_qpn, mp)
     }
 }
 
-/// An address as a number, and whether it is IPv6.
-fn addr_bits(a: IpAddr) -> (u128, bool) {
+/// An address as a number, and whether it is IPv6 (read by reference:
+/// only the bytes of its family are loaded).
+fn addr_bits(a: &IpAddr) -> (u128, bool) {
     match a {
-        IpAddr::V4(v4) => (u128::from(u32::from(v4)), false),
-        IpAddr::V6(v6) => (u128::from(v6), true),
+        IpAddr::V4(v4) => (u128::from(v4.to_bits()), false),
+        IpAddr::V6(v6) => (v6.to_bits(), true),
     }
 }
 
@@ -320,14 +321,17 @@ impl ConversationJudge {
         let mp_req = is_mp_request(op);
         let mut sender_qp = None;
         if is_request(op) || mp_req {
-            let key = ConnectionKey {
-                requester: meta.src,
-                responder: meta.dst,
-                responder_qpn: pkt.bth.dest_qp,
-            };
-            let idx = match self.by_key.get(&Route::of(&key, mp_req)) {
+            let route = Route::new(&meta.src, &meta.dst, pkt.bth.dest_qp, mp_req);
+            let idx = match self.by_key.get(&route) {
                 Some(&i) => i,
-                None => self.open(key, mp_req, meta, &mut out),
+                None => {
+                    let key = ConnectionKey {
+                        requester: meta.src,
+                        responder: meta.dst,
+                        responder_qpn: pkt.bth.dest_qp,
+                    };
+                    self.open(key, mp_req, meta, &mut out)
+                }
             };
             if let Some(conn) = self.conns[idx].as_mut() {
                 let from = out.len();
@@ -479,7 +483,7 @@ impl ConversationJudge {
     fn pair(&mut self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> Option<usize> {
         let qpn = pkt.bth.dest_qp;
         let mp = is_mp_response(pkt.bth.opcode);
-        let rkey = Route::new(meta.src, meta.dst, qpn, mp);
+        let rkey = Route::new(&meta.src, &meta.dst, qpn, mp);
         if let Some(&i) = self.by_response.get(&rkey) {
             return Some(i);
         }
@@ -577,7 +581,7 @@ impl ConversationJudge {
             self.by_key.get(&Route::of(&key, mp))
         } else {
             self.by_response
-                .get(&Route::new(meta.src, meta.dst, pkt.bth.dest_qp, mp))
+                .get(&Route::new(&meta.src, &meta.dst, pkt.bth.dest_qp, mp))
         }?;
         self.conns
             .get(*idx)?
