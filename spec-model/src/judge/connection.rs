@@ -135,6 +135,9 @@ impl Connection {
 
     /// Names this connection in `found`: its QPNs and first frame.
     pub fn label(&self, found: &mut [ConversationFinding]) {
+        if found.is_empty() {
+            return;
+        }
         let qpns = self.qpns();
         for f in found {
             f.qpns.clone_from(&qpns);

@@ -33,10 +33,11 @@
 use super::ConversationFinding;
 use super::response::{Mismatch, Resp, blame, describe_spec, is_plain_ack};
 use crate::Finding;
+use crate::model::kept_ext::KeptExt;
 use crate::model::responder::{Branch, DeferredFails, Fail, NakState, ResponderState};
 use crate::model::{Effect, Outcomes, PacketSpec};
 use metaroce_codec::ext::SyndromeKind;
-use metaroce_codec::{BthRepr, ExtHeaders, Msn, Psn, RocePacket};
+use metaroce_codec::{BthRepr, Msn, Psn, RocePacket};
 use std::collections::VecDeque;
 
 /// Most requests queued per connection while their responses are awaited.
@@ -60,7 +61,7 @@ struct Stored {
     frame: u64,
     timestamp_ns: u64,
     bth: BthRepr,
-    ext: ExtHeaders,
+    ext: KeptExt,
     payload_len: usize,
 }
 
@@ -110,7 +111,14 @@ struct Alt {
 }
 
 impl Alt {
-    fn of(state: ResponderState, outcomes: Outcomes, out: &mut Vec<Alt>) {
+    /// Appends the branch of `outcomes` (leading to `state`) to `out`, and
+    /// after it those of its alternatives, taking vectors from `spare`.
+    fn of(
+        state: ResponderState,
+        outcomes: Outcomes,
+        out: &mut Vec<Alt>,
+        spare: &mut Vec<Vec<Expect>>,
+    ) {
         let at = out.len();
         let Outcomes {
             required,
@@ -118,9 +126,9 @@ impl Alt {
             alternatives,
         } = outcomes;
         for alt in alternatives {
-            Alt::of(state.clone(), alt, out);
+            Alt::of(state.clone(), alt, out, spare);
         }
-        let mut sends = Vec::new();
+        let mut sends = spare.pop().unwrap_or_default();
         let listed = required
             .into_iter()
             .map(|c| (c, true))
@@ -250,29 +258,29 @@ impl Entry {
         }
     }
 
-    /// Extends this run by the continuation packet `req` (the next PSN, same
-    /// opcode) leading to `state`; false when it is not a run that can take it.
-    fn extend(&mut self, req: &Stored, state: &ResponderState) -> bool {
+    /// Whether this is a run that the continuation packet `req` (the next
+    /// PSN, same opcode) extends.
+    fn extends(&self, req: &Stored) -> bool {
         let n = self.run_frames.len() as u32;
-        if n == 0
-            || n >= MAX_RUN
-            || !self.observed.is_empty()
-            || self.req.bth.opcode != req.bth.opcode
-            || self.req.bth.psn.add(n) != req.bth.psn
-            || self.alts.len() != 1
-            || self.later.is_some()
-        {
-            return false;
-        }
+        n != 0
+            && n < MAX_RUN
+            && self.observed.is_empty()
+            && self.req.bth.opcode == req.bth.opcode
+            && self.req.bth.psn.add(n) == req.bth.psn
+            && self.alts.len() == 1
+            && self.later.is_none()
+            && !self.alts[0].sends.is_empty()
+    }
+
+    /// Extends this run ([`Self::extends`]) by `req`, leading to `state`.
+    fn extend(&mut self, req: &Stored, state: ResponderState) {
         let alt = &mut self.alts[0];
-        let Some(x) = alt.sends.first_mut() else {
-            return false;
-        };
-        x.run = x.run.map(|(first, n)| (first, n + 1));
-        alt.state.clone_from(state);
+        if let Some(x) = alt.sends.first_mut() {
+            x.run = x.run.map(|(first, n)| (first, n + 1));
+        }
+        alt.state = state;
         self.run_frames.push(req.frame);
         self.req.timestamp_ns = req.timestamp_ns;
-        true
     }
 
     /// The requests this entry stands for, one by one.
@@ -294,24 +302,43 @@ impl Entry {
 
     /// A request with its first branches and, deferred, the failure
     /// branches after them ([`ResponderState::branches_deferred`]).
-    fn new(req: Stored, (branches, later): (Vec<Branch>, Option<DeferredFails>)) -> Self {
-        let mut alts = Vec::new();
-        for b in branches {
-            Alt::of(b.state, b.outcomes, &mut alts);
+    /// The branches are taken from `branches` (left empty), and the
+    /// vectors from `spare`.
+    fn new(
+        req: Stored,
+        branches: &mut Vec<Branch>,
+        later: Option<DeferredFails>,
+        spare: &mut Spare,
+    ) -> Self {
+        let mut alts = spare.alts.pop().unwrap_or_default();
+        for b in branches.drain(..) {
+            Alt::of(b.state, b.outcomes, &mut alts, &mut spare.sends);
         }
+        let later = match (later, spare.laters.pop()) {
+            (None, kept) => {
+                spare.laters.extend(kept);
+                None
+            }
+            (Some(fails), Some(mut kept)) => {
+                // Field by field: no whole `Later` built and moved in.
+                kept.fails = fails;
+                kept.dead = false;
+                kept.learned = None;
+                Some(kept)
+            }
+            (Some(fails), None) => Some(Box::new(Later {
+                fails,
+                dead: false,
+                learned: None,
+            })),
+        };
         let mut e = Entry {
             req,
             alts,
             chosen: 0,
-            observed: Vec::new(),
+            observed: spare.observed.pop().unwrap_or_default(),
             run_frames: Vec::new(),
-            later: later.map(|fails| {
-                Box::new(Later {
-                    fails,
-                    dead: false,
-                    learned: None,
-                })
-            }),
+            later,
         };
         #[cfg(test)]
         if EAGER.with(std::cell::Cell::get) {
@@ -331,14 +358,14 @@ impl Entry {
         // A failure executes nothing: only the request's headers matter.
         let pkt = RocePacket {
             bth: self.req.bth,
-            ext: self.req.ext,
+            ext: self.req.ext.get(),
             payload: &[],
             pad: &[],
             icrc: [0; 4],
         };
         let from = self.alts.len();
         for b in later.fails.build(&pkt) {
-            Alt::of(b.state, b.outcomes, &mut self.alts);
+            Alt::of(b.state, b.outcomes, &mut self.alts, &mut Vec::new());
         }
         for a in &mut self.alts[from..] {
             if let Some(m) = later.learned {
@@ -374,6 +401,10 @@ impl Entry {
     /// first such). Deferred branches come after the built ones, so one of
     /// them is best only when it misses fewer; then they are built.
     fn best(&mut self) -> usize {
+        if self.alts.len() == 1 && self.alts[0].viable && self.later.as_ref().is_none_or(|l| l.dead)
+        {
+            return 0; // the only branch, nothing deferred
+        }
         let built = self.best_built();
         let least = self
             .later
@@ -467,9 +498,10 @@ struct Loose {
 /// The responder side of one connection.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ResponderSide {
-    /// The model's state after every queued request (None until the first
-    /// request the model could start from).
-    state: Option<ResponderState>,
+    /// The model's state while no request is queued (None until the first
+    /// request the model could start from); with requests queued, the state
+    /// after them is the newest one's ([`Self::state`]).
+    idle: Option<ResponderState>,
     pending: VecDeque<Entry>,
     loose: VecDeque<Loose>,
     /// PSN of the first request judged: responses before it are not judged.
@@ -487,6 +519,53 @@ pub(crate) struct ResponderSide {
     lossy: bool,
     /// Frame of the last sequence NAK observed (for MR-NAK-2).
     seq_nak_frame: Option<u64>,
+    /// Allocations of retired requests, for the next ones.
+    spare: Spare,
+}
+
+/// Most vectors (or boxes) of each kind [`Spare`] keeps.
+const SPARE: usize = 32;
+
+/// The allocations of retired requests, emptied and kept for the next
+/// requests (at most [`SPARE`] of each kind): a request's entry is built
+/// and freed at every packet of a SEND stream, and the allocator's work
+/// showed in its profile.
+#[derive(Clone, Debug, Default)]
+struct Spare {
+    /// Scratch for a request's first branches (always empty between uses).
+    branches: Vec<Branch>,
+    alts: Vec<Vec<Alt>>,
+    sends: Vec<Vec<Expect>>,
+    observed: Vec<Vec<Resp>>,
+    fails: Vec<Vec<Fail>>,
+    /// Boxes of deferred branches (the boxes themselves are what is reused).
+    #[allow(clippy::vec_box)]
+    laters: Vec<Box<Later>>,
+}
+
+impl Spare {
+    /// Keeps what `e` allocated.
+    fn recycle(&mut self, mut e: Entry) {
+        for a in e.alts.drain(..) {
+            keep(&mut self.sends, a.sends);
+        }
+        keep(&mut self.alts, e.alts);
+        keep(&mut self.observed, e.observed);
+        if let Some(mut later) = e.later {
+            keep(&mut self.fails, later.fails.take_fails());
+            if self.laters.len() < SPARE {
+                self.laters.push(later);
+            }
+        }
+    }
+}
+
+/// Keeps `v`, emptied, in `pool` unless it is full or `v` allocated nothing.
+fn keep<T>(pool: &mut Vec<Vec<T>>, mut v: Vec<T>) {
+    if pool.len() < SPARE && v.capacity() > 0 {
+        v.clear();
+        pool.push(v);
+    }
 }
 
 /// Findings of the responder side, with the frames they concern.
@@ -554,62 +633,77 @@ impl ResponderSide {
         start: impl FnOnce() -> Option<ResponderState>,
         out: &mut Out,
     ) {
-        if self.state.is_none() {
-            self.state = start();
-            self.first = self.state.as_ref().map(|_| pkt.bth.psn);
+        if self.idle.is_none() {
+            self.idle = start();
+            self.first = self.idle.as_ref().map(|_| pkt.bth.psn);
         }
-        let Some(st) = self.state.take() else {
+        if self.idle.is_none() {
             self.skipped_requests += 1;
             return;
-        };
+        }
         let stored = Stored {
             frame,
             timestamp_ns,
             bth: pkt.bth,
-            ext: pkt.ext,
+            ext: KeptExt::new(&pkt.ext),
             payload_len: pkt.payload.len(),
         };
-        self.admit(&st, stored, pkt, out);
+        self.admit(stored, pkt, out);
     }
 
-    /// Queues request `stored` (packet `pkt`) arriving in state `st`. The
-    /// commonest packet, a Middle continuing a known message, is judged
-    /// without the whole model (the same single branch: its state and an
-    /// optional ACK), and consecutive ones share one queued run.
-    fn admit(&mut self, st: &ResponderState, stored: Stored, pkt: &RocePacket<'_>, out: &mut Out) {
+    /// The model's state after every queued request (None until it started).
+    fn state(&self) -> Option<&ResponderState> {
+        state_of(&self.pending, &self.idle)
+    }
+
+    /// Queues request `stored` (packet `pkt`) arriving in the state after the
+    /// queued ones. The commonest packet, a Middle continuing a known
+    /// message, is judged without the whole model (the same single branch:
+    /// its state and an optional ACK), and consecutive ones share one queued
+    /// run.
+    fn admit(&mut self, stored: Stored, pkt: &RocePacket<'_>, out: &mut Out) {
+        let Some(st) = state_of(&self.pending, &self.idle) else {
+            return;
+        };
         let entry = match st.continuation_state(pkt) {
             Some(next) => {
                 if let Some(tail) = self.pending.back_mut()
-                    && tail.extend(&stored, &next)
+                    && tail.extends(&stored)
                 {
-                    self.state = Some(next);
+                    tail.extend(&stored, next);
                     return;
                 }
                 // The run's Acknowledge, built once per run.
                 let ack = next.continuation_ack(pkt.bth.psn);
                 Entry::run(stored, next, ack)
             }
-            None => Entry::new(stored, st.branches_deferred(pkt)),
+            None => {
+                let mut first = std::mem::take(&mut self.spare.branches);
+                let fails = self.spare.fails.pop().unwrap_or_default();
+                let later = st.branches_deferred_into(pkt, &mut first, fails);
+                let e = Entry::new(stored, &mut first, later, &mut self.spare);
+                self.spare.branches = first;
+                e
+            }
         };
         self.push(entry, out);
     }
 
     /// [`Self::admit`] for a request kept without its payload bytes.
-    fn admit_stored(&mut self, st: &ResponderState, stored: Stored, out: &mut Out) {
+    fn admit_stored(&mut self, stored: Stored, out: &mut Out) {
         let zeros = vec![0u8; stored.payload_len];
         let pkt = RocePacket {
             bth: stored.bth,
-            ext: stored.ext,
+            ext: stored.ext.get(),
             payload: &zeros,
             pad: &[],
             icrc: [0; 4],
         };
-        self.admit(st, stored.clone(), &pkt, out);
+        self.admit(stored.clone(), &pkt, out);
     }
 
     /// Queues a request, retiring the oldest beyond [`MAX_PENDING`].
     fn push(&mut self, entry: Entry, out: &mut Out) {
-        self.state = Some(entry.state().clone());
         self.pending.push_back(entry);
         if self.pending.len() > MAX_PENDING
             && let Some(old) = self.pending.pop_front()
@@ -622,7 +716,7 @@ impl ResponderSide {
     /// A response of this connection's responder is observed.
     pub fn on_response(&mut self, r: Resp, out: &mut Out) {
         let before_start = self.first.is_none_or(|f| r.psn.is_before(f));
-        if self.state.is_none() || before_start {
+        if self.idle.is_none() || before_start {
             self.unjudged_responses += 1;
             return;
         }
@@ -692,6 +786,9 @@ impl ResponderSide {
     /// after it, so its missing responses are not judged.
     pub fn finish(&mut self, end_ns: u64, grace_ns: u64, out: &mut Out) {
         while let Some(mut old) = self.pending.pop_front() {
+            if self.pending.is_empty() {
+                self.idle = Some(old.state().clone());
+            }
             if end_ns.saturating_sub(old.req.timestamp_ns) < grace_ns {
                 let chosen = old.chosen;
                 for x in &mut old.alts[chosen].sends {
@@ -762,7 +859,7 @@ impl ResponderSide {
         for e in &mut self.pending {
             e.materialize();
         }
-        let saved = (self.pending.clone(), self.state.clone());
+        let saved = (self.pending.clone(), self.idle.clone());
         let depth = self.pending.len().min(REINTERPRET_DEPTH);
         for j in 0..depth {
             if !self.pending[j].observed.is_empty() {
@@ -780,7 +877,7 @@ impl ResponderSide {
                     out.append(&mut scratch);
                     return Some(i);
                 }
-                (self.pending, self.state) = saved.clone();
+                (self.pending, self.idle) = saved.clone();
             }
         }
         // The MSN learnt from a response that answered a duplicate (its
@@ -796,7 +893,7 @@ impl ResponderSide {
                 out.append(&mut scratch);
                 return Some(i);
             }
-            (self.pending, self.state) = saved;
+            (self.pending, self.idle) = saved;
         }
         None
     }
@@ -805,16 +902,14 @@ impl ResponderSide {
     /// after request `idx`'s chosen branch (a run is judged packet by
     /// packet again, and may become several entries).
     fn rebase(&mut self, idx: usize, out: &mut Out) {
-        let Some(st) = self.pending.get(idx).map(|e| e.state().clone()) else {
+        if idx >= self.pending.len() {
             return;
-        };
+        }
         let tail: Vec<Entry> = self.pending.drain(idx + 1..).collect();
-        self.state = Some(st);
         for e in tail {
             let start = self.pending.len();
             for s in e.requests() {
-                let Some(st) = self.state.clone() else { return };
-                self.admit_stored(&st, s, out);
+                self.admit_stored(s, out);
             }
             let start = start.min(self.pending.len());
             for r in e.observed {
@@ -824,9 +919,6 @@ impl ResponderSide {
                 if let Some(fresh) = self.pending.get_mut(at) {
                     fresh.attribute(r);
                 }
-            }
-            if let Some(last) = self.pending.back() {
-                self.state = Some(last.state().clone());
             }
         }
     }
@@ -877,6 +969,7 @@ impl ResponderSide {
                 ),
             ));
         }
+        self.spare.recycle(e);
     }
 
     /// A response that fits no queued request.
@@ -884,7 +977,7 @@ impl ResponderSide {
         for e in &mut self.pending {
             e.materialize(); // every expectation is a candidate below
         }
-        if let Some(st) = self.state.as_ref()
+        if let Some(st) = self.state()
             && st.nak == NakState::Sequence
             && r.syndrome
                 .is_some_and(|s| matches!(s.kind(), SyndromeKind::Nak { code: 0 }))
@@ -902,7 +995,7 @@ impl ResponderSide {
             ));
             return;
         }
-        if let Some(st) = self.state.as_ref() {
+        if let Some(st) = self.state() {
             let last = st.epsn.sub(1);
             if r.acknowledges() && r.psn.is_after(last) {
                 out.push(finding(
@@ -958,7 +1051,7 @@ impl ResponderSide {
             ));
             return;
         }
-        let Some(st) = self.state.as_ref() else {
+        let Some(st) = self.state() else {
             return;
         };
         out.push(finding(
@@ -971,6 +1064,17 @@ impl ResponderSide {
                 st.epsn.sub(1)
             ),
         ));
+    }
+}
+
+/// The state after the requests `pending`, or `idle` when none is queued.
+fn state_of<'a>(
+    pending: &'a VecDeque<Entry>,
+    idle: &'a Option<ResponderState>,
+) -> Option<&'a ResponderState> {
+    match pending.back() {
+        Some(e) => Some(e.state()),
+        None => idle.as_ref(),
     }
 }
 

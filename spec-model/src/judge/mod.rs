@@ -67,9 +67,9 @@ use crate::model::mp::MpConfig;
 use crate::model::responder::Features;
 use cnp::{CnpJudge, Mark};
 use connection::Connection;
+use foldhash::HashMap;
 use metaroce_codec::icrc::PayloadMark;
 use metaroce_codec::{Opcode, RocePacket, ServiceClass};
-use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Most connections open at once; a further one closes the least recently
@@ -178,11 +178,12 @@ pub struct ConversationJudge {
     /// Open connections (a slot is `None` once its connection closed).
     conns: Vec<Option<Connection>>,
     free: Vec<usize>,
-    /// (key, MP) → connection: a Base and an MP conversation may share
-    /// addresses and QPNs in a capture (though not on one device).
-    by_key: HashMap<(ConnectionKey, bool), usize>,
+    /// (requester IP, responder IP, responder QPN, MP) → connection: a
+    /// Base and an MP conversation may share addresses and QPNs in a
+    /// capture (though not on one device).
+    by_key: HashMap<Route, usize>,
     /// (responder IP, requester IP, requester QPN, MP) → connection.
-    by_response: HashMap<(IpAddr, IpAddr, u32, bool), usize>,
+    by_response: HashMap<Route, usize>,
     /// Summaries of closed connections (at most [`MAX_CLOSED`]).
     closed: Vec<ConnectionSummary>,
     /// Closed connections whose summary was not kept.
@@ -196,6 +197,45 @@ pub struct ConversationJudge {
     last_ns: u64,
     /// Capture time of the last idle sweep.
     swept_ns: u64,
+}
+
+/// A map key: source and destination address, a QPN, and whether the
+/// conversation is MP. Addresses are kept as numbers (hashed in one word
+/// each, where `IpAddr` hashes its family and each octet's slice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Route {
+    src: u128,
+    dst: u128,
+    qpn: u32,
+    /// Bit 0: `src` is IPv6; bit 1: `dst` is IPv6; bit 2: MP.
+    flags: u8,
+}
+
+impl Route {
+    fn new(src: &IpAddr, dst: &IpAddr, qpn: u32, mp: bool) -> Self {
+        let (src, src6) = addr_bits(src);
+        let (dst, dst6) = addr_bits(dst);
+        Route {
+            src,
+            dst,
+            qpn,
+            flags: u8::from(src6) | u8::from(dst6) << 1 | u8::from(mp) << 2,
+        }
+    }
+
+    /// The key of connection `key` (MP or not).
+    fn of(key: &ConnectionKey, mp: bool) -> Self {
+        Route::new(&key.requester, &key.responder, key.responder_qpn, mp)
+    }
+}
+
+/// An address as a number, and whether it is IPv6 (read by reference:
+/// only the bytes of its family are loaded).
+fn addr_bits(a: &IpAddr) -> (u128, bool) {
+    match a {
+        IpAddr::V4(v4) => (u128::from(v4.to_bits()), false),
+        IpAddr::V6(v6) => (v6.to_bits(), true),
+    }
 }
 
 /// Whether `op` is an RC request opcode the models know.
@@ -241,8 +281,8 @@ impl ConversationJudge {
             cfg,
             conns: Vec::new(),
             free: Vec::new(),
-            by_key: HashMap::new(),
-            by_response: HashMap::new(),
+            by_key: HashMap::default(),
+            by_response: HashMap::default(),
             closed: Vec::new(),
             closed_dropped: 0,
             evicted: 0,
@@ -281,14 +321,17 @@ impl ConversationJudge {
         let mp_req = is_mp_request(op);
         let mut sender_qp = None;
         if is_request(op) || mp_req {
-            let key = ConnectionKey {
-                requester: meta.src,
-                responder: meta.dst,
-                responder_qpn: pkt.bth.dest_qp,
-            };
-            let idx = match self.by_key.get(&(key, mp_req)) {
+            let route = Route::new(&meta.src, &meta.dst, pkt.bth.dest_qp, mp_req);
+            let idx = match self.by_key.get(&route) {
                 Some(&i) => i,
-                None => self.open(key, mp_req, meta, &mut out),
+                None => {
+                    let key = ConnectionKey {
+                        requester: meta.src,
+                        responder: meta.dst,
+                        responder_qpn: pkt.bth.dest_qp,
+                    };
+                    self.open(key, mp_req, meta, &mut out)
+                }
             };
             if let Some(conn) = self.conns[idx].as_mut() {
                 let from = out.len();
@@ -406,7 +449,7 @@ impl ConversationJudge {
                 self.conns.len() - 1
             }
         };
-        self.by_key.insert((key, mp), idx);
+        self.by_key.insert(Route::of(&key, mp), idx);
         idx
     }
 
@@ -422,7 +465,7 @@ impl ConversationJudge {
         c.label(&mut out[from..]);
         c.summary.evicted = true;
         self.evicted += 1;
-        self.by_key.remove(&(c.summary.key, c.summary.mp));
+        self.by_key.remove(&Route::of(&c.summary.key, c.summary.mp));
         self.by_response.retain(|_, &mut i| i != idx);
         self.free.push(idx);
         self.keep_summary(c.summary);
@@ -440,7 +483,7 @@ impl ConversationJudge {
     fn pair(&mut self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> Option<usize> {
         let qpn = pkt.bth.dest_qp;
         let mp = is_mp_response(pkt.bth.opcode);
-        let rkey = (meta.src, meta.dst, qpn, mp);
+        let rkey = Route::new(&meta.src, &meta.dst, qpn, mp);
         if let Some(&i) = self.by_response.get(&rkey) {
             return Some(i);
         }
@@ -535,10 +578,10 @@ impl ConversationJudge {
                 responder: meta.dst,
                 responder_qpn: pkt.bth.dest_qp,
             };
-            self.by_key.get(&(key, mp))
+            self.by_key.get(&Route::of(&key, mp))
         } else {
             self.by_response
-                .get(&(meta.src, meta.dst, pkt.bth.dest_qp, mp))
+                .get(&Route::new(&meta.src, &meta.dst, pkt.bth.dest_qp, mp))
         }?;
         self.conns
             .get(*idx)?

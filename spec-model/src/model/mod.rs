@@ -3,6 +3,7 @@
 
 pub mod congestion;
 pub mod invariants;
+pub(crate) mod kept_ext;
 pub mod knowledge;
 pub mod mp;
 pub mod negotiation;
@@ -15,6 +16,6 @@ pub mod unpredictability;
 
 pub use knowledge::Knowledge;
 pub use outcome::{
-    Cited, CompletionSpec, Effect, Field, MpethSpec, Outcomes, PacketSpec, SackethSpec,
-    SyndromeSpec, WcStatus,
+    Cited, CompletionSpec, Effect, Field, MpethSpec, OutOfLine, Outcomes, PacketSpec, SackethSpec,
+    SyndromeSpec, Unconstrained, WcStatus,
 };

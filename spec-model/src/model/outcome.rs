@@ -95,17 +95,126 @@ pub struct PacketSpec {
     /// AtomicAckETH original value (atomic acknowledgements).
     pub atomic_orig: Field<u64>,
     /// BTH flags, P_Key, request extension headers and payload length.
-    /// [`HeaderSpec::default`] constrains none of them (boxed to keep
-    /// [`Effect`] small).
-    pub headers: Box<HeaderSpec>,
+    /// [`HeaderSpec::default`] constrains none of them (out of line, and
+    /// not allocated while unconstrained, to keep [`Effect`] small).
+    pub headers: OutOfLine<HeaderSpec>,
     /// UDP source port (MP: the entropy value). Added for MP; `Any` by default.
     pub udp_src_port: Field<u16>,
     /// MPETH fields (MP requests, probes and READ responses). Added for MP;
-    /// every field `Any` by default.
-    pub mpeth: MpethSpec,
+    /// every field `Any` by default (out of line, not allocated then).
+    pub mpeth: OutOfLine<MpethSpec>,
     /// SACKETH fields other than syndrome and MSN (MP ACK, MP Atomic
-    /// Acknowledge). Added for MP; every field `Any` by default.
-    pub sacketh: SackethSpec,
+    /// Acknowledge). Added for MP; every field `Any` by default (out of
+    /// line, not allocated then).
+    pub sacketh: OutOfLine<SackethSpec>,
+}
+
+/// A part of a [`PacketSpec`] that most specs leave unconstrained, kept out
+/// of line: nothing is allocated while it is its default (every field
+/// `Any`), so a spec that does not constrain it stays small and cheap to
+/// build, move and drop. It reads as a `T` (`Deref`); writing through it
+/// (`DerefMut`) allocates the default first. Two are equal when the values
+/// they read as are, and it prints as the value.
+#[derive(Clone, Default)]
+pub struct OutOfLine<T: Unconstrained>(Option<Box<T>>);
+
+/// A value with an unconstrained default that lives for the whole program,
+/// for [`OutOfLine`] to read as while nothing is allocated.
+pub trait Unconstrained: Default + 'static {
+    /// The default value (every field `Any`).
+    fn unconstrained() -> &'static Self;
+}
+
+impl<T: Unconstrained> OutOfLine<T> {
+    /// Keeps `value` (allocated).
+    pub fn new(value: T) -> Self {
+        OutOfLine(Some(Box::new(value)))
+    }
+}
+
+impl<T: Unconstrained> From<T> for OutOfLine<T> {
+    fn from(value: T) -> Self {
+        OutOfLine::new(value)
+    }
+}
+
+impl<T: Unconstrained> std::ops::Deref for OutOfLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match &self.0 {
+            Some(value) => value,
+            None => T::unconstrained(),
+        }
+    }
+}
+
+impl<T: Unconstrained> std::ops::DerefMut for OutOfLine<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl<T: Unconstrained + PartialEq> PartialEq for OutOfLine<T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: Unconstrained + Eq> Eq for OutOfLine<T> {}
+
+impl<T: Unconstrained + std::fmt::Debug> std::fmt::Debug for OutOfLine<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl Unconstrained for HeaderSpec {
+    fn unconstrained() -> &'static Self {
+        static ANY: HeaderSpec = HeaderSpec {
+            ack_req: Field::Any,
+            se: Field::Any,
+            pkey: Field::Any,
+            reth: Field::Any,
+            atomic_eth: Field::Any,
+            immdt: Field::Any,
+            ieth: Field::Any,
+            feth: Field::Any,
+            deth: Field::Any,
+            payload_len: Field::Any,
+        };
+        &ANY
+    }
+}
+
+impl Unconstrained for MpethSpec {
+    fn unconstrained() -> &'static Self {
+        static ANY: MpethSpec = MpethSpec {
+            first: Field::Any,
+            last: Field::Any,
+            retransmission: Field::Any,
+            msn: Field::Any,
+            offset: Field::Any,
+            msg_len: Field::Any,
+            timestamp: Field::Any,
+            dma_len: Field::Any,
+        };
+        &ANY
+    }
+}
+
+impl Unconstrained for SackethSpec {
+    fn unconstrained() -> &'static Self {
+        static ANY: SackethSpec = SackethSpec {
+            ecn_ce: Field::Any,
+            retransmission: Field::Any,
+            trimmed: Field::Any,
+            sack_base_psn: Field::Any,
+            sack_bitmap: Field::Any,
+            echoed_entropy: Field::Any,
+            echoed_timestamp: Field::Any,
+        };
+        &ANY
+    }
 }
 
 /// Constraints on the BTH flags, the P_Key, the request extension headers and
@@ -191,10 +300,10 @@ impl PacketSpec {
             msn: Field::Any,
             payload: Field::Any,
             atomic_orig: Field::Any,
-            headers: Box::default(),
+            headers: OutOfLine::default(),
             udp_src_port: Field::Any,
-            mpeth: MpethSpec::default(),
-            sacketh: SackethSpec::default(),
+            mpeth: OutOfLine::default(),
+            sacketh: OutOfLine::default(),
         }
     }
 }

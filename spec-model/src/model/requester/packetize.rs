@@ -4,6 +4,7 @@
 use super::attrs::{QpType, RequesterAttrs};
 use super::psn::packet_count;
 use super::wr::{WorkRequest, WrOp};
+use crate::model::OutOfLine;
 use crate::model::outcome::HeaderSpec;
 use crate::model::{Field, PacketSpec};
 use metaroce_codec::ext::{AtomicEthRepr, DethRepr, FethRepr, RethRepr};
@@ -52,7 +53,7 @@ impl RequestPacket {
         PacketSpec {
             psn: Field::Exact(self.psn),
             dest_qp: Field::Exact(self.dest_qp),
-            headers: Box::new(HeaderSpec {
+            headers: OutOfLine::new(HeaderSpec {
                 ack_req: self.ack_req.clone(),
                 se: Field::Exact(self.se),
                 pkey: Field::Exact(self.pkey),

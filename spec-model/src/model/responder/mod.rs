@@ -245,13 +245,38 @@ impl ResponderState {
         &self,
         packet: &RocePacket<'_>,
     ) -> (Vec<Branch>, Option<DeferredFails>) {
+        let mut first = Vec::new();
+        let later = self.branches_deferred_into(packet, &mut first, Vec::new());
+        (first, later)
+    }
+
+    /// [`Self::branches_deferred`] for a caller that judges request after
+    /// request and reuses its allocations: the first branches are appended
+    /// to `first`, and `fails` (emptied) holds the deferred failures, if
+    /// any.
+    pub(crate) fn branches_deferred_into(
+        &self,
+        packet: &RocePacket<'_>,
+        first: &mut Vec<Branch>,
+        mut fails: Vec<Fail>,
+    ) -> Option<DeferredFails> {
         if let Some(done) = gate::check(self, packet) {
-            return (vec![done], None);
+            first.push(done);
+            return None;
         }
         match self.qp_type {
-            QpType::Rc => self.rc(packet),
-            QpType::Uc => (uc::receive(self, packet), None),
-            QpType::Ud => (ud::receive(self, packet), None),
+            QpType::Rc => {
+                fails.clear();
+                self.rc(packet, first, fails)
+            }
+            QpType::Uc => {
+                first.extend(uc::receive(self, packet));
+                None
+            }
+            QpType::Ud => {
+                first.extend(ud::receive(self, packet));
+                None
+            }
         }
     }
 
@@ -267,26 +292,42 @@ impl ResponderState {
         (first.state, outcomes)
     }
 
-    fn rc(&self, packet: &RocePacket<'_>) -> (Vec<Branch>, Option<DeferredFails>) {
+    /// An RC request: its first branches appended to `first`, and the
+    /// deferred failures (`maybe`: an empty vector to collect them in).
+    fn rc(
+        &self,
+        packet: &RocePacket<'_>,
+        first: &mut Vec<Branch>,
+        maybe: Vec<Fail>,
+    ) -> Option<DeferredFails> {
         match psn::classify(self.epsn, packet.bth.psn) {
-            PsnClass::Ahead => (vec![nak::ahead(self, packet)], None),
-            PsnClass::Duplicate => (dup::duplicate(self, packet), None),
+            PsnClass::Ahead => {
+                first.push(nak::ahead(self, packet));
+                None
+            }
+            PsnClass::Duplicate => {
+                first.extend(dup::duplicate(self, packet));
+                None
+            }
             PsnClass::Expected => {
                 // "MR-RSP-1": only the expected PSN is executed.
-                let mut arrived = self.clone();
-                if arrived.nak == NakState::Rnr {
-                    arrived.nak = NakState::None; // "MR-RNR-2": the expected PSN arrived
-                }
-                let mut eval = Eval::default();
-                let primary = match message::execute_rc(&arrived, packet, &mut eval) {
-                    Ok(branch) => branch,
-                    Err(fail) => nak::rc_fail(&arrived, packet, fail),
-                };
-                let later = (!eval.maybe.is_empty()).then_some(DeferredFails {
-                    arrived,
-                    fails: eval.maybe,
+                let cleared = (self.nak == NakState::Rnr).then(|| ResponderState {
+                    nak: NakState::None, // "MR-RNR-2": the expected PSN arrived
+                    ..self.clone()
                 });
-                (vec![primary], later)
+                let arrived = cleared.as_ref().unwrap_or(self);
+                let mut eval = Eval { maybe };
+                first.push(match message::execute_rc(arrived, packet, &mut eval) {
+                    Ok(branch) => branch,
+                    Err(fail) => nak::rc_fail(arrived, packet, fail),
+                });
+                if eval.maybe.is_empty() {
+                    return None;
+                }
+                Some(DeferredFails {
+                    arrived: cleared.unwrap_or_else(|| self.clone()),
+                    fails: eval.maybe,
+                })
             }
         }
     }
@@ -304,6 +345,12 @@ pub(crate) struct DeferredFails {
 }
 
 impl DeferredFails {
+    /// Takes the vector of the failures (for reuse by
+    /// [`ResponderState::branches_deferred_into`]), leaving none.
+    pub(crate) fn take_fails(&mut self) -> Vec<Fail> {
+        std::mem::take(&mut self.fails)
+    }
+
     /// The failures whose branches [`Self::build`] builds.
     pub(crate) fn fails(&self) -> &[Fail] {
         &self.fails

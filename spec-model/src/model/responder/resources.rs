@@ -49,9 +49,23 @@ impl Resource {
 ///
 /// With an unknown `max_dest_rd_atomic` the ring keeps up to 255 (the largest
 /// allowed value); whether an older slot would still be kept is then unknown.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct ResourceRing {
     slots: VecDeque<Resource>,
+}
+
+impl Clone for ResourceRing {
+    /// The same resources; an empty ring (a SEND or WRITE stream's) without
+    /// going through `VecDeque`'s generic clone, which the judge would pay
+    /// for on every state it copies.
+    fn clone(&self) -> Self {
+        if self.slots.is_empty() {
+            return ResourceRing::default();
+        }
+        ResourceRing {
+            slots: self.slots.clone(),
+        }
+    }
 }
 
 impl ResourceRing {

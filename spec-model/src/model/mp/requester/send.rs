@@ -3,6 +3,7 @@
 //! §7.12, §7.13).
 
 use super::{LossCause, MpRequester, WrOp, WrState};
+use crate::model::OutOfLine;
 use crate::model::outcome::HeaderSpec;
 use crate::model::{Effect, Field, MpethSpec, Outcomes, PacketSpec};
 use metaroce_codec::{Msn, Opcode};
@@ -32,7 +33,7 @@ impl MpRequester {
             psn: Field::Exact(self.psn(w.first_idx + u64::from(offset / p))),
             dest_qp: Field::Exact(self.remote_qpn),
             udp_src_port: self.entropy_field(now),
-            headers: Box::new(HeaderSpec {
+            headers: OutOfLine::new(HeaderSpec {
                 ack_req: if last || retx {
                     Field::Exact(true)
                 } else {
@@ -40,7 +41,7 @@ impl MpRequester {
                 },
                 ..HeaderSpec::default()
             }),
-            mpeth: MpethSpec {
+            mpeth: OutOfLine::new(MpethSpec {
                 first: Field::Exact(offset == 0),
                 last: Field::Exact(last),
                 retransmission: Field::Exact(retx),
@@ -49,7 +50,7 @@ impl MpRequester {
                 msg_len: Field::Exact(len),
                 timestamp: Field::Any,
                 dma_len,
-            },
+            }),
             ..PacketSpec::opcode(w.wr.op.opcode())
         }
     }
@@ -64,12 +65,12 @@ impl MpRequester {
             psn: Field::Exact(psn),
             dest_qp: Field::Exact(self.remote_qpn),
             udp_src_port: Field::Exact(v),
-            headers: Box::new(HeaderSpec {
+            headers: OutOfLine::new(HeaderSpec {
                 ack_req: Field::Exact(true),
                 ..HeaderSpec::default()
             }),
             payload: Field::Exact(Vec::new()),
-            mpeth: MpethSpec {
+            mpeth: OutOfLine::new(MpethSpec {
                 first: Field::Exact(false),
                 last: Field::Exact(false),
                 retransmission: Field::Exact(false),
@@ -78,7 +79,7 @@ impl MpRequester {
                 msg_len: Field::Exact(0),
                 timestamp: Field::Any,
                 dma_len: Field::Any,
-            },
+            }),
             ..PacketSpec::opcode(Opcode::MP_PROBE)
         }
     }

@@ -1,6 +1,7 @@
 //! MP ACK content (§7.2 SACKETH, §7.6) and the ACK policy (MR-MPA-1, MR-MPA-2).
 
 use super::{MpResponder, Trigger};
+use crate::model::OutOfLine;
 use crate::model::outcome::HeaderSpec;
 use crate::model::{Effect, Field, Outcomes, PacketSpec, SackethSpec, SyndromeSpec};
 use metaroce_codec::ext::Syndrome;
@@ -60,11 +61,11 @@ impl MpResponder {
             syndrome: Some(syndrome),
             msn: Field::Exact(self.ack_msn()),
             udp_src_port: self.own_entropy(),
-            headers: Box::new(HeaderSpec {
+            headers: OutOfLine::new(HeaderSpec {
                 ack_req: Field::Exact(false),
                 ..HeaderSpec::default()
             }),
-            sacketh: SackethSpec {
+            sacketh: OutOfLine::new(SackethSpec {
                 ecn_ce: Field::Exact(t.ecn_ce),
                 retransmission: Field::Exact(t.retransmission),
                 trimmed: Field::Exact(t.trimmed),
@@ -72,7 +73,7 @@ impl MpResponder {
                 sack_bitmap: Field::Exact(self.received.bitmap(base)),
                 echoed_entropy: Field::Exact(t.entropy),
                 echoed_timestamp: Field::Exact(t.timestamp),
-            },
+            }),
             ..PacketSpec::opcode(opcode)
         }
     }

@@ -5,6 +5,7 @@
 use super::ack::AckReasons;
 use super::placement::{MsgKind, StoredRequest};
 use super::{KeptOp, MpResponder, Trigger};
+use crate::model::OutOfLine;
 use crate::model::mp::packets_for;
 use crate::model::{Effect, Field, MpethSpec, Outcomes, PacketSpec};
 use metaroce_codec::ext::Syndrome;
@@ -237,7 +238,7 @@ impl MpResponder {
                 dest_qp: Field::Exact(self.remote_qpn),
                 payload,
                 udp_src_port: self.own_entropy(),
-                mpeth: MpethSpec {
+                mpeth: OutOfLine::new(MpethSpec {
                     first: Field::Exact(off == 0),
                     last: Field::Exact(off + len == m.msg_len),
                     retransmission: Field::Exact(m.retransmission),
@@ -246,7 +247,7 @@ impl MpResponder {
                     msg_len: Field::Exact(m.msg_len),
                     timestamp: Field::Exact(req.trigger.timestamp),
                     dma_len: Field::Any,
-                },
+                }),
                 ..PacketSpec::opcode(Opcode::MP_READ_RESPONSE)
             });
             off += len;

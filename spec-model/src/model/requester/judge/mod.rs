@@ -25,10 +25,11 @@ use super::attrs::QpType;
 use super::psn::{HALF_SPACE, in_block, packet_count};
 use super::rnr::rnr_wait_ns;
 use crate::Finding;
-use metaroce_codec::ext::{ExtHeaders, SyndromeKind};
+use crate::model::kept_ext::KeptExt;
+use foldhash::HashMap;
+use metaroce_codec::ext::SyndromeKind;
 use metaroce_codec::icrc::PayloadMark;
 use metaroce_codec::{Opcode, Psn, RocePacket, ServiceClass};
-use std::collections::HashMap;
 
 /// Payload buffers kept for reuse.
 const SPARE_BUFFERS: usize = 64;
@@ -65,7 +66,7 @@ pub struct JudgeConfig {
 struct Sent {
     opcode: Opcode,
     se: bool,
-    ext: ExtHeaders,
+    ext: KeptExt,
     payload: Kept,
     /// PSNs it occupies (a READ: its response PSNs).
     span: u32,
@@ -168,7 +169,7 @@ impl RequestStreamJudge {
             acked: None,
             first_psn: None,
             last_ack_ns: None,
-            sent: HashMap::new(),
+            sent: HashMap::default(),
             spare: Vec::new(),
             mark: None,
             msg: None,

@@ -4,6 +4,7 @@
 
 use super::{Cause, RequestStreamJudge, Retx, Sent};
 use crate::Finding;
+use crate::model::kept_ext::KeptExt;
 use crate::model::requester::psn::HALF_SPACE;
 use crate::model::requester::psn::packet_count;
 use crate::model::requester::timer::local_ack_timeout_ns;
@@ -180,7 +181,7 @@ impl RequestStreamJudge {
             return 1;
         };
         let offset = psn.distance(first);
-        let mut expected_ext = orig.ext;
+        let mut expected_ext = orig.ext.get();
         if offset > 0 {
             // Only a READ block holds PSNs other than its first.
             let read = orig.opcode == Opcode::RC_READ_REQUEST;
@@ -194,7 +195,11 @@ impl RequestStreamJudge {
                 ));
                 return 1;
             }
-            match (orig.opcode == Opcode::RC_READ_REQUEST, orig.ext.reth, pmtu) {
+            match (
+                orig.opcode == Opcode::RC_READ_REQUEST,
+                expected_ext.reth,
+                pmtu,
+            ) {
                 (true, Some(mut reth), Some(p)) => {
                     let done = u64::from(offset) * u64::from(p);
                     reth.va = reth.va.wrapping_add(done);
@@ -269,7 +274,7 @@ impl RequestStreamJudge {
             Sent {
                 opcode: pkt.bth.opcode,
                 se: pkt.bth.se,
-                ext: pkt.ext,
+                ext: KeptExt::new(&pkt.ext),
                 payload,
                 span,
                 last_tx_ns: now_ns,

@@ -3,6 +3,7 @@
 
 use super::{Msg, QpType, RequestStreamJudge, Sent};
 use crate::Finding;
+use crate::model::kept_ext::KeptExt;
 use crate::model::requester::psn::HALF_SPACE;
 use metaroce_codec::opcode::Position;
 use metaroce_codec::{Dialect, Opcode, Psn, RocePacket};
@@ -39,7 +40,7 @@ impl RequestStreamJudge {
             Sent {
                 opcode: pkt.bth.opcode,
                 se: pkt.bth.se,
-                ext: pkt.ext,
+                ext: KeptExt::new(&pkt.ext),
                 payload,
                 span,
                 last_tx_ns: now_ns,
