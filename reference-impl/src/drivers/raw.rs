@@ -68,6 +68,11 @@ const RX_ERROR_BACKOFF: Duration = Duration::from_millis(1);
 /// Frames one [`RawPort::receive`] takes from the socket at most before
 /// the device's owner gets its turn (and what the device queued is sent).
 pub const RX_BATCH: usize = 64;
+/// A gap of at least this long between two services of the device (the
+/// process was off the CPU, or busy elsewhere) makes the port hand the
+/// device the frames that arrived meanwhile before its timers fire
+/// ([`RawStats::catch_ups`]).
+pub const CATCH_UP_AFTER: Duration = Duration::from_millis(1);
 
 /// Options of [`RawPort::open`] and [`RawDriver::open`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,6 +143,10 @@ pub struct RawStats {
     /// Frames the socket refused or timed out on (dropped; the transport
     /// retransmits).
     pub tx_errors: u64,
+    /// Services of the device that came [`CATCH_UP_AFTER`] or more after
+    /// the previous one and found frames waiting: those were handed over
+    /// before the device's timers fired.
+    pub catch_ups: u64,
 }
 
 /// Why a run ended before its condition held.
@@ -267,6 +276,9 @@ pub struct RawPort {
     /// The receive failure that ended receiving, kept for every later
     /// `receive`.
     failed: Option<(u32, io::ErrorKind, String)>,
+    /// When the device's timers were last given their turn (ns, the
+    /// device's clock), for [`CATCH_UP_AFTER`].
+    last_service: Option<u64>,
 }
 
 impl fmt::Debug for RawPort {
@@ -304,6 +316,7 @@ impl RawPort {
             last_error: None,
             consecutive_errors: 0,
             failed: None,
+            last_service: None,
         })
     }
 
@@ -389,7 +402,14 @@ impl RawPort {
 
     /// Fires `device`'s due timers and moves what it queued to the port's
     /// send queue, sending whenever [`SEND_BATCH`] frames are waiting.
+    /// After a gap of [`CATCH_UP_AFTER`] or more since the previous turn,
+    /// the frames that arrived meanwhile come first ([`Self::catch_up`]).
     fn take_from(&mut self, device: &mut Device, now: u64) {
+        let gap = self.last_service.map_or(0, |t| now.saturating_sub(t));
+        if gap >= CATCH_UP_AFTER.as_nanos() as u64 {
+            self.catch_up(device, now);
+        }
+        self.last_service = Some(now);
         let mut queue = std::mem::take(&mut self.tx_queue);
         let _ = service(device, now, |frame| {
             queue.push(frame);
@@ -400,6 +420,40 @@ impl RawPort {
             Ok(())
         });
         self.tx_queue = queue;
+    }
+
+    /// Hands `device` the frames queued in the socket (at most
+    /// [`RX_BATCH`], without waiting), each at `now`, taking what it sends
+    /// in answer, but fires no timer. Called when the device was not
+    /// serviced for [`CATCH_UP_AFTER`] or more: had the process been on
+    /// the CPU, those frames would have reached the device before its
+    /// timers came due, so an acknowledgement that waited in the socket
+    /// must not lose the race against the retransmission timeout it
+    /// stops (on a loaded machine, a process waits milliseconds for a
+    /// core). The timers fire right after, in [`Self::take_from`].
+    fn catch_up(&mut self, device: &mut Device, now: u64) {
+        let mac = device.config().mac;
+        let mut handed = false;
+        for _ in 0..RX_BATCH {
+            match self.recv_one(mac, Duration::ZERO) {
+                Ok(Rx::Frame(len)) => {
+                    device.handle_frame(now, &self.rx_buf[..len]);
+                    handed = true;
+                    while let Some(frame) = device.poll_transmit() {
+                        self.tx_queue.push(frame);
+                        if self.tx_queue.len() >= SEND_BATCH {
+                            self.send_queued();
+                        }
+                    }
+                }
+                Ok(Rx::Skipped) => {}
+                // A failure for good is returned by the next `receive`.
+                Ok(Rx::Empty) | Err(_) => break,
+            }
+        }
+        if handed {
+            self.stats.catch_ups += 1;
+        }
     }
 
     /// Sends the port's send queue.
