@@ -32,6 +32,8 @@ MP_WINDOW=${MP_WINDOW:-1024}
 # Base's --ack-timeout 14 (67 ms) avoids for Base).
 MP_RTO_MIN_US=${MP_RTO_MIN_US:-10000}
 MP_REORDER=${MP_REORDER:-3}
+MP_ACK_COALESCE_US=${MP_ACK_COALESCE_US:-8}
+MP_TARGET_QDELAY_US=${MP_TARGET_QDELAY_US:-10}
 MODES=${MODES:-"blast write read send mp-write mp-read mp-send"}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -91,7 +93,8 @@ run_pair() {
         local op=${mode#mp-} profile=base
         [ "$op" != "$mode" ] && profile=mp
         extra=(--op "$op" --profile "$profile" --mp-window "$MP_WINDOW" --mp-rto-min-us "$MP_RTO_MIN_US" \
-            --mp-reorder-threshold "$MP_REORDER" \
+            --mp-reorder-threshold "$MP_REORDER" --mp-ack-coalesce-us "$MP_ACK_COALESCE_US" \
+            --mp-target-qdelay-us "$MP_TARGET_QDELAY_US" \
             --duration "$DURATION" --depth "$DEPTH" --window "$WINDOW")
     fi
     srv="$DIR/$mode-$i-server"; cli="$DIR/$mode-$i-client"
@@ -143,7 +146,7 @@ done
 
 echo
 echo "veth_perf: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "link: veth MTU $MTU, PMTU $PMTU; message $SIZE B; depth $DEPTH; window $WINDOW; mp_window $MP_WINDOW, mp_rto_min $MP_RTO_MIN_US us, mp_reorder_threshold $MP_REORDER; $RUNS x ${DURATION} s per mode"
+echo "link: veth MTU $MTU, PMTU $PMTU; message $SIZE B; depth $DEPTH; window $WINDOW; mp_window $MP_WINDOW, mp_rto_min $MP_RTO_MIN_US us, mp_reorder_threshold $MP_REORDER, mp_ack_coalesce_time $MP_ACK_COALESCE_US us, mp_target_qdelay $MP_TARGET_QDELAY_US us; $RUNS x ${DURATION} s per mode"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 BLAST=$(echo "${RESULTS[blast]:-}" | median)
 printf '%-8s %12s %10s %10s  %s\n' mode "median Gb/s" "MiB/s" "vs blast" "runs (Gb/s) | retransmitted"

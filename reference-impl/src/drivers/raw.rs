@@ -37,7 +37,12 @@
 //! buffer (`RawConfig::socket_rx_buffer`, 4 MiB), which drops beyond it as
 //! a NIC drops when its ring is full. A received frame is handed to the
 //! device from the port's one receive buffer, without a copy or an
-//! allocation. Time is [`Clock`] (an `Instant`) in nanoseconds.
+//! allocation. Time is [`Clock`] (an `Instant`) in nanoseconds. With
+//! [`RawConfig::catch_up_after`] (the programs that move data), a service
+//! of the device that comes that long after the previous one first hands
+//! it the frames that arrived in between, then fires its timers: a process
+//! that waited milliseconds for a core then reads the acknowledgements
+//! that came meanwhile before its retransmission timer can expire.
 //! Frames are built and parsed only by the codec inside the device; the
 //! port only filters on the destination MAC, as a NIC does: a frame is
 //! handed over when it is addressed to the device's MAC or to a group
@@ -68,6 +73,9 @@ const RX_ERROR_BACKOFF: Duration = Duration::from_millis(1);
 /// Frames one [`RawPort::receive`] takes from the socket at most before
 /// the device's owner gets its turn (and what the device queued is sent).
 pub const RX_BATCH: usize = 64;
+/// [`RawConfig::catch_up_after`] of the programs that move data
+/// (`metaroce-ref peer`, `perf`, `pingpong`).
+pub const CATCH_UP_AFTER: Duration = Duration::from_millis(1);
 
 /// Options of [`RawPort::open`] and [`RawDriver::open`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +111,16 @@ pub struct RawConfig {
     /// 90 frames of a 1 KiB PMTU, less than one go-back-N burst of the
     /// default window). The kernel drops frames beyond it unseen.
     pub socket_rx_buffer: usize,
+    /// A gap of at least this long between two services of the device
+    /// (the process was off the CPU, or busy elsewhere) makes the port
+    /// hand the device the frames that arrived meanwhile before its timers
+    /// fire ([`RawStats::catch_ups`]): on a loaded machine a process waits
+    /// milliseconds for a core, and an acknowledgement waiting in the
+    /// socket must not lose the race against the retransmission timeout it
+    /// stops. `None` (the default: the agent and the conformance harness)
+    /// fires the timers first, as before; the programs that move data use
+    /// [`CATCH_UP_AFTER`].
+    pub catch_up_after: Option<Duration>,
 }
 
 impl Default for RawConfig {
@@ -114,6 +132,7 @@ impl Default for RawConfig {
             promiscuous: true,
             ipv4_only: false,
             socket_rx_buffer: 4 << 20,
+            catch_up_after: None,
         }
     }
 }
@@ -138,6 +157,10 @@ pub struct RawStats {
     /// Frames the socket refused or timed out on (dropped; the transport
     /// retransmits).
     pub tx_errors: u64,
+    /// Services of the device that came [`RawConfig::catch_up_after`] or
+    /// more after the previous one and found frames waiting: those were
+    /// handed over before the device's timers fired.
+    pub catch_ups: u64,
 }
 
 /// Why a run ended before its condition held.
@@ -267,6 +290,11 @@ pub struct RawPort {
     /// The receive failure that ended receiving, kept for every later
     /// `receive`.
     failed: Option<(u32, io::ErrorKind, String)>,
+    /// [`RawConfig::catch_up_after`] in ns.
+    catch_up_after: Option<u64>,
+    /// When the device's timers were last given their turn (ns, the
+    /// device's clock), for `catch_up_after`.
+    last_service: Option<u64>,
 }
 
 impl fmt::Debug for RawPort {
@@ -304,6 +332,10 @@ impl RawPort {
             last_error: None,
             consecutive_errors: 0,
             failed: None,
+            catch_up_after: config
+                .catch_up_after
+                .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+            last_service: None,
         })
     }
 
@@ -389,7 +421,17 @@ impl RawPort {
 
     /// Fires `device`'s due timers and moves what it queued to the port's
     /// send queue, sending whenever [`SEND_BATCH`] frames are waiting.
+    /// After a gap of [`RawConfig::catch_up_after`] or more since the
+    /// previous turn, the frames that arrived meanwhile come first
+    /// ([`Self::catch_up`]).
     fn take_from(&mut self, device: &mut Device, now: u64) {
+        if let Some(after) = self.catch_up_after {
+            let gap = self.last_service.map_or(0, |t| now.saturating_sub(t));
+            if gap >= after {
+                self.catch_up(device, now);
+            }
+            self.last_service = Some(now);
+        }
         let mut queue = std::mem::take(&mut self.tx_queue);
         let _ = service(device, now, |frame| {
             queue.push(frame);
@@ -400,6 +442,40 @@ impl RawPort {
             Ok(())
         });
         self.tx_queue = queue;
+    }
+
+    /// Hands `device` the frames queued in the socket (at most
+    /// [`RX_BATCH`], without waiting), each at `now`, taking what it sends
+    /// in answer, but fires no timer. Called when the device was not
+    /// serviced for [`RawConfig::catch_up_after`] or more: had the process been on
+    /// the CPU, those frames would have reached the device before its
+    /// timers came due, so an acknowledgement that waited in the socket
+    /// must not lose the race against the retransmission timeout it
+    /// stops (on a loaded machine, a process waits milliseconds for a
+    /// core). The timers fire right after, in [`Self::take_from`].
+    fn catch_up(&mut self, device: &mut Device, now: u64) {
+        let mac = device.config().mac;
+        let mut handed = false;
+        for _ in 0..RX_BATCH {
+            match self.recv_one(mac, Duration::ZERO) {
+                Ok(Rx::Frame(len)) => {
+                    device.handle_frame(now, &self.rx_buf[..len]);
+                    handed = true;
+                    while let Some(frame) = device.poll_transmit() {
+                        self.tx_queue.push(frame);
+                        if self.tx_queue.len() >= SEND_BATCH {
+                            self.send_queued();
+                        }
+                    }
+                }
+                Ok(Rx::Skipped) => {}
+                // A failure for good is returned by the next `receive`.
+                Ok(Rx::Empty) | Err(_) => break,
+            }
+        }
+        if handed {
+            self.stats.catch_ups += 1;
+        }
     }
 
     /// Sends the port's send queue.

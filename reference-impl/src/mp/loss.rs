@@ -52,8 +52,6 @@ pub(crate) struct Unit {
     /// Entropy value of the latest transmission.
     pub entropy: u16,
     pub state: UnitState,
-    /// Acknowledged units sent after this one's latest transmission.
-    pub later_acked: u32,
     /// Transmissions so far.
     pub sends: u32,
     /// An atomic: acknowledged only by its Atomic Acknowledge.
@@ -63,66 +61,133 @@ pub(crate) struct Unit {
     pub lost_by: Option<LossRule>,
 }
 
-/// MR-MPL-3 / MR-MPL-4: counts, for every in-flight unit, the newly
-/// acknowledged units whose latest transmission came after its own, and
-/// returns the keys that reach `k`.
-pub(crate) fn by_reorder<'a>(
-    units: impl Iterator<Item = (&'a u64, &'a mut Unit)>,
-    newly_acked_seqs: &mut [u64],
-    k: u32,
-) -> Vec<u64> {
-    newly_acked_seqs.sort_unstable();
-    let mut lost = Vec::new();
-    if newly_acked_seqs.is_empty() {
-        return lost;
-    }
-    for (&key, u) in units {
-        if u.state != UnitState::InFlight {
-            continue;
+/// Rule (a) of §7.8 (MR-MPL-3, MR-MPL-4) without a scan of the flight
+/// per acknowledgement. The acknowledged units sent after a unit's latest
+/// transmission are those acknowledged with a later transmission order (an
+/// order is given when a unit leaves, so a later one was acknowledged after
+/// it left): their number depends only on the unit's own order s, and
+/// reaches K exactly when s lies below the K-th largest order acknowledged
+/// so far. So the watch keeps those K orders, and the units deemed lost
+/// are the in-flight ones below the smallest of them: found in the
+/// requester's transmission-order map from its start, O(K + lost) per
+/// acknowledgement instead of O(units).
+#[derive(Clone, Debug)]
+pub(crate) struct ReorderWatch {
+    k: usize,
+    /// The K largest transmission orders acknowledged, ascending.
+    top: Vec<u64>,
+}
+
+impl ReorderWatch {
+    pub(crate) fn new(k: u32) -> Self {
+        let k = (k as usize).max(1);
+        ReorderWatch {
+            k,
+            top: Vec::with_capacity(k),
         }
-        let later = newly_acked_seqs.len() - newly_acked_seqs.partition_point(|&s| s <= u.tx_seq);
-        u.later_acked = u.later_acked.saturating_add(later as u32);
-        if u.later_acked >= k {
-            lost.push(key);
-        }
     }
-    lost
+
+    /// One unit acknowledged whose latest transmission had order `seq`.
+    pub(crate) fn acked(&mut self, seq: u64) {
+        if self.top.len() == self.k {
+            if seq <= self.top[0] {
+                return;
+            }
+            self.top.remove(0);
+        }
+        let at = self.top.partition_point(|&s| s < seq);
+        self.top.insert(at, seq);
+    }
+
+    /// In-flight units whose latest transmission order is below this have
+    /// K or more later units acknowledged: deemed lost. `None` until K
+    /// units have been acknowledged.
+    pub(crate) fn threshold(&self) -> Option<u64> {
+        (self.top.len() == self.k).then(|| self.top[0])
+    }
+
+    /// Forgets every acknowledgement (the flight was cleared).
+    pub(crate) fn clear(&mut self) {
+        self.top.clear();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
-    fn unit(seq: u64) -> Unit {
-        Unit {
-            msn: 0,
-            span: 1,
-            bytes: 100,
-            tx_time: seq,
-            tx_seq: seq,
-            entropy: 0xC000,
-            state: UnitState::InFlight,
-            later_acked: 0,
-            sends: 1,
-            atomic: false,
-            lost_by: None,
-        }
+    /// The counting of rule (a) done the slow way: for every in-flight
+    /// order, the acknowledged orders later than it.
+    fn lost_by_count(in_flight: &[u64], acked: &[u64], k: usize) -> Vec<u64> {
+        in_flight
+            .iter()
+            .copied()
+            .filter(|&s| acked.iter().filter(|&&a| a > s).count() >= k)
+            .collect()
+    }
+
+    fn lost_by_watch(w: &ReorderWatch, in_flight: &[u64]) -> Vec<u64> {
+        let t = w.threshold();
+        in_flight
+            .iter()
+            .copied()
+            .filter(|&s| t.is_some_and(|t| s < t))
+            .collect()
     }
 
     #[test]
     fn k_later_acknowledged() {
-        let mut m: BTreeMap<u64, Unit> = (0..6).map(|i| (i, unit(i))).collect();
-        // Units 2 and 3 acknowledged: only 2 later than unit 0 and 1.
-        let lost = by_reorder(m.iter_mut(), &mut [2, 3], 3);
-        assert!(lost.is_empty(), "MR-MPL-4: fewer than K");
-        let lost = by_reorder(m.iter_mut(), &mut [4], 3);
-        assert_eq!(lost, vec![0, 1], "MR-MPL-3");
-        // A retransmitted unit counts from its new transmission.
-        let u = m.get_mut(&0).unwrap();
-        u.tx_seq = 10;
-        u.later_acked = 0;
-        let lost = by_reorder(m.iter_mut().filter(|(k, _)| **k == 0), &mut [5, 6, 7], 3);
-        assert!(lost.is_empty());
+        let mut w = ReorderWatch::new(3);
+        // Units 2 and 3 acknowledged: only 2 later than units 0 and 1.
+        w.acked(2);
+        w.acked(3);
+        assert_eq!(
+            lost_by_watch(&w, &[0, 1, 4, 5]),
+            Vec::<u64>::new(),
+            "MR-MPL-4"
+        );
+        w.acked(4);
+        assert_eq!(lost_by_watch(&w, &[0, 1, 5]), vec![0, 1], "MR-MPL-3");
+        // Unit 0 retransmitted (order 10): it counts from its new order.
+        w.acked(5);
+        w.acked(6);
+        w.acked(7);
+        assert_eq!(lost_by_watch(&w, &[10]), Vec::<u64>::new());
+        w.acked(11);
+        w.acked(12);
+        assert_eq!(lost_by_watch(&w, &[10]), Vec::<u64>::new());
+        w.acked(13);
+        assert_eq!(lost_by_watch(&w, &[10]), vec![10]);
+        w.clear();
+        assert_eq!(w.threshold(), None);
+    }
+
+    #[test]
+    fn the_watch_agrees_with_counting() {
+        // Orders acknowledged out of order, with gaps (bounded, fixed
+        // pseudo-random sequence): after every acknowledgement the watch
+        // names exactly the units the count names, for K = 1, 3 and 64.
+        for k in [1usize, 3, 64] {
+            let mut w = ReorderWatch::new(k as u32);
+            let mut acked = Vec::new();
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            for _ in 0..150 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let seq = x % 200;
+                if acked.contains(&seq) {
+                    continue;
+                }
+                acked.push(seq);
+                w.acked(seq);
+                let in_flight: Vec<u64> = (0..200).filter(|s| !acked.contains(s)).collect();
+                assert_eq!(
+                    lost_by_watch(&w, &in_flight),
+                    lost_by_count(&in_flight, &acked, k),
+                    "k {k}"
+                );
+            }
+        }
     }
 }

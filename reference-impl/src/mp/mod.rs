@@ -139,7 +139,7 @@ impl MpTransport {
             )
         });
         format!(
-            "req: sq {} started {} fresh {} cum {} sent_end {} units {} retx {:?} in_flight {} cwnd {} rto {} rnr {:?} rd {} | {:?} | rsp: next_msn {} assign {} blocked {:?} msgs {:?} cum {:?} jobs {} rq {}",
+            "req: sq {} started {} fresh {} cum {} sent_end {} units {} retx {:?} in_flight {} cwnd {} md {} srtt {} min_rtt {:?} rto {} rnr {:?} rd {} | {:?} | rsp: next_msn {} assign {} blocked {:?} msgs {:?} cum {:?} jobs {} rq {}",
             r.sq.len(),
             r.started,
             r.fresh,
@@ -149,6 +149,9 @@ impl MpTransport {
             r.retx.iter().take(5).collect::<Vec<_>>(),
             r.in_flight,
             r.cc.cwnd,
+            r.cc.decreases,
+            r.rtt.srtt(),
+            r.rtt.min_rtt,
             r.rtt.rto(),
             r.rnr_until,
             r.rd_outstanding,

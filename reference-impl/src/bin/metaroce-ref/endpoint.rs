@@ -4,7 +4,7 @@
 
 use crate::peer::fresh_seed;
 use core::net::Ipv4Addr;
-use metaroce_ref::drivers::raw::{RawConfig, RawDriver, interface_mac};
+use metaroce_ref::drivers::raw::{CATCH_UP_AFTER, RawConfig, RawDriver, interface_mac};
 use metaroce_ref::{
     Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MrInfo, PdHandle, QpAttrs,
     QpInit, QpState, QpType, RecvWr, Sge,
@@ -76,6 +76,9 @@ pub(crate) fn open_device(o: &DeviceOptions<'_>) -> Result<RawDriver, String> {
     let mut raw = RawConfig {
         // Data movers: no copy of every sent frame back to the socket.
         ipv4_only: true,
+        // Frames that waited while the process was off the CPU before
+        // timers (a spurious retransmission timeout otherwise).
+        catch_up_after: Some(CATCH_UP_AFTER),
         ..RawConfig::default()
     };
     if let Some(ms) = o.tick_ms {

@@ -116,6 +116,18 @@ pub struct PerfArgs {
     /// two batches (each core's backlog is processed apart).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=64))]
     mp_reorder_threshold: u8,
+    /// MP: `mp_ack_coalesce_time` in µs (1–64; SPEC §10.3 default 8). The
+    /// responder acknowledges at the latest this long after the first
+    /// packet not yet acknowledged (MR-MPA-2): shorter than the gap between
+    /// two frames on a link slower than the fabric §10.3 has in mind, it
+    /// makes an ACK of nearly every packet.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=64))]
+    mp_ack_coalesce_us: u64,
+    /// MP: `mp_target_qdelay` in µs (1–1000; SPEC §10.3 default 10): an
+    /// RTT sample more than this above the smallest one is a late signal
+    /// (no increase of cwnd, congestion evidence for a loss, §7.12).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    mp_target_qdelay_us: u64,
     /// Message size in bytes (blast: frames carry min(size, pmtu)).
     #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
     size: u32,
@@ -276,6 +288,44 @@ impl Progress {
     }
 }
 
+/// Gaps between two turns of the driver's loop: a turn waits at most one
+/// tick for a frame, so a longer gap is time the process spent off the CPU
+/// (or busy) while frames and timers waited. Diagnostics for spurious
+/// retransmissions.
+struct Stalls {
+    last: Instant,
+    /// Gaps of at least [`STALL`].
+    count: u64,
+    longest: Duration,
+}
+
+/// A gap between two turns of the loop counted as a stall.
+const STALL: Duration = Duration::from_millis(5);
+
+impl Stalls {
+    fn new() -> Self {
+        Stalls {
+            last: Instant::now(),
+            count: 0,
+            longest: Duration::ZERO,
+        }
+    }
+
+    fn turn(&mut self) {
+        let now = Instant::now();
+        let gap = now.duration_since(self.last);
+        self.last = now;
+        if gap >= STALL {
+            self.count += 1;
+        }
+        self.longest = self.longest.max(gap);
+    }
+
+    fn report(&self) -> Value {
+        json!({"over_5ms": self.count, "longest_ms": round3(self.longest.as_secs_f64() * 1e3)})
+    }
+}
+
 // ---- Out-of-band parameters -------------------------------------------
 
 fn read_json(path: &Path, deadline: Instant) -> Result<Value, String> {
@@ -334,6 +384,7 @@ fn base(args: &PerfArgs, role: Role, deadline: Instant, summary: &mut Value) -> 
         "frames_in": s.frames_in, "frames_out": s.frames_out,
         "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
         "rx_oversize": s.rx_oversize, "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
+        "catch_ups": s.catch_ups,
         "socket_rx_buffer": conn.driver.port().socket_rx_buffer(),
     });
     summary["device"] = json!({
@@ -345,6 +396,10 @@ fn base(args: &PerfArgs, role: Role, deadline: Instant, summary: &mut Value) -> 
         "mp_retx_reorder": c.mp_retx_reorder, "mp_retx_timeout": c.mp_retx_timeout,
         "mp_entropy_retired": c.mp_entropy_retired, "mp_probes_sent": c.mp_probes_sent,
     });
+    if args.profile == Profile::Mp {
+        // The MP QP's state at the end (cwnd, decreases, RTT): diagnostics.
+        summary["mp_state"] = json!(conn.driver.device().mp_summary(conn.qpn));
+    }
     outcome
 }
 
@@ -395,6 +450,8 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
         "profile": format!("{:?}", args.profile).to_lowercase(),
         "mp_window": args.mp_window, "mp_rto_min_us": args.mp_rto_min_us,
         "mp_reorder_threshold": args.mp_reorder_threshold,
+        "mp_ack_coalesce_us": args.mp_ack_coalesce_us,
+        "mp_target_qdelay_us": args.mp_target_qdelay_us,
         "size": args.size, "pmtu": args.pmtu, "depth": args.depth,
     });
     write_info(info_out, &me)?;
@@ -435,8 +492,8 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
 }
 
 /// The MP attributes of `--profile mp`: the defaults (SPEC §10.3) but for
-/// `mp_window`, `mp_rto_min` (and `mp_rto_init`, at least the minimum) and
-/// `mp_reorder_threshold`.
+/// `mp_window`, `mp_rto_min` (and `mp_rto_init`, at least the minimum),
+/// `mp_reorder_threshold`, `mp_ack_coalesce_time` and `mp_target_qdelay`.
 fn mp_attrs(args: &PerfArgs) -> MpAttrs {
     let d = MpAttrs::default();
     let rto_min_ns = args.mp_rto_min_us * 1000;
@@ -446,6 +503,8 @@ fn mp_attrs(args: &PerfArgs) -> MpAttrs {
             rto_min_ns,
             rto_init_ns: d.tuning.rto_init_ns.max(rto_min_ns),
             reorder_threshold: args.mp_reorder_threshold,
+            ack_coalesce_time_ns: args.mp_ack_coalesce_us * 1000,
+            target_qdelay_ns: args.mp_target_qdelay_us * 1000,
             ..d.tuning
         },
         ..d
@@ -486,9 +545,11 @@ fn client(
     let what = format!("{op:?} {size} B");
     let start = Instant::now();
     let mut end = start;
+    let mut stalls = Stalls::new();
     let outcome = c
         .driver
         .run_until(deadline, |dev| {
+            stalls.turn();
             let wcs = match dev.poll_cq(cq, 256) {
                 Ok(w) => w,
                 Err(err) => {
@@ -540,6 +601,7 @@ fn client(
     summary["depth"] = json!(args.depth);
     summary["window"] = json!(args.window);
     summary["goodput"] = rates(completed * size, completed, secs);
+    summary["loop_stalls"] = stalls.report();
     if let Some(f) = failure {
         return Err(f);
     }
@@ -602,9 +664,11 @@ fn server(
     let mut failure: Option<String> = None;
     let mut progress = Progress::new();
     let what = format!("server {:?} {size} B", args.op);
+    let mut stalls = Stalls::new();
     let outcome = c
         .driver
         .run_until(deadline, |dev| {
+            stalls.turn();
             let wcs = match dev.poll_cq(cq, 256) {
                 Ok(w) => w,
                 Err(err) => {
@@ -642,6 +706,7 @@ fn server(
     progress.finish();
     summary["received"] = json!(received);
     summary["received_bytes"] = json!(bytes);
+    summary["loop_stalls"] = stalls.report();
     if let Some(f) = failure {
         return Err(f);
     }

@@ -3,7 +3,7 @@
 
 use super::MpRequester;
 use crate::cq::WcStatus;
-use crate::mp::loss::{LossRule, UnitState, by_reorder};
+use crate::mp::loss::{LossRule, UnitState};
 use crate::mp::rtt::sample_from_echo;
 use crate::qp::{Env, QpConfig};
 use crate::rx::RxPacket;
@@ -49,6 +49,23 @@ impl MpRequester {
     }
 
     fn on_ack(&mut self, cfg: &QpConfig, pkt: &RxPacket<'_>, env: &mut Env<'_>) {
+        // The list of acknowledged orders is a buffer kept between ACKs.
+        let mut acked = Acked {
+            seqs: std::mem::take(&mut self.acked_seqs),
+            bytes: 0,
+        };
+        acked.seqs.clear();
+        self.on_ack_with(cfg, pkt, env, &mut acked);
+        self.acked_seqs = acked.seqs;
+    }
+
+    fn on_ack_with(
+        &mut self,
+        cfg: &QpConfig,
+        pkt: &RxPacket<'_>,
+        env: &mut Env<'_>,
+        acked: &mut Acked,
+    ) {
         let Some(s) = pkt.ext.sacketh else { return };
         let syn = s.syndrome.0;
         // MR-MPP-19, MR-MPL-9.
@@ -61,25 +78,26 @@ impl MpRequester {
             return; // MR-MPA-10
         }
         let r = self.echo(&s, now);
-        let mut acked = Acked::default();
         if cum > self.cum_next {
             self.cum_next = cum;
         }
-        let keys: Vec<u64> = self.units.range(..cum).map(|(&k, _)| k).collect();
-        for key in keys {
-            self.ack_unit(key, &mut acked);
+        // Every unit before c + 1, in PSN order, without collecting them.
+        let mut from = 0;
+        while let Some(key) = self.units.range(from..cum).next().map(|(&k, _)| k) {
+            self.ack_unit(key, acked);
+            from = key + 1;
         }
         // zoo: mp-go-back-n — the bitmap is ignored.
         if (matches!(syn, 0x00..=0x1F) || pkt.bth.opcode == Opcode::MP_ATOMIC_ACK)
             && !zoo!(cfg.mutant, MpGoBackN)
         {
-            self.ack_bitmap(&s, &mut acked);
+            self.ack_bitmap(&s, acked);
         }
         if !acked.seqs.is_empty() {
             self.progressed(cfg);
         }
         if pkt.bth.opcode == Opcode::MP_ATOMIC_ACK {
-            self.atomic_result(cfg, pkt, &s, &mut acked, env);
+            self.atomic_result(cfg, pkt, &s, acked, env);
             if env.enter_err {
                 return;
             }
@@ -95,10 +113,29 @@ impl MpRequester {
                     self.cc
                         .on_signal(now, self.rtt.srtt(), s.ecn_ce, q, acked.bytes);
                 }
-                // MR-MPL-3: rule (a).
-                let lost = by_reorder(self.units.iter_mut(), &mut acked.seqs, self.k);
-                for key in lost {
-                    self.deem_lost(key, LossRule::Reorder, now, env);
+                // MR-MPL-3: rule (a), for the units in flight (in PSN
+                // order, as the losses retire entropy values and start
+                // probes in that order).
+                for &seq in &acked.seqs {
+                    self.reorder.acked(seq);
+                }
+                if !acked.seqs.is_empty()
+                    && let Some(t) = self.reorder.threshold()
+                {
+                    let mut lost: Vec<u64> = self
+                        .by_tx
+                        .range(..t)
+                        .map(|(_, &k)| k)
+                        .filter(|k| {
+                            self.units
+                                .get(k)
+                                .is_some_and(|u| u.state == UnitState::InFlight)
+                        })
+                        .collect();
+                    lost.sort_unstable();
+                    for key in lost {
+                        self.deem_lost(key, LossRule::Reorder, now, env);
+                    }
                 }
             }
             0x20..=0x3F => {
@@ -138,7 +175,9 @@ impl MpRequester {
         }
     }
 
-    /// MR-MPA-10: every PSN whose bitmap bit is 1.
+    /// MR-MPA-10: every PSN whose bitmap bit is 1. Walks the units that
+    /// overlap the bitmap's 64 PSNs (in PSN order) rather than looking up
+    /// each of the 64 PSNs.
     fn ack_bitmap(&mut self, s: &SackethRepr, acked: &mut Acked) {
         if s.sack_bitmap == 0 {
             return;
@@ -146,16 +185,37 @@ impl MpRequester {
         let Some(base) = self.index(s.sack_base_psn) else {
             return;
         };
-        for i in 0..64u64 {
-            if s.sack_bitmap & (1 << (63 - i)) == 0 {
-                continue;
+        let end = base + 64;
+        // The bits of PSN indices [lo, hi) (bit 0, the most significant,
+        // is `base`).
+        let bits = |lo: u64, hi: u64| -> u64 {
+            let (a, b) = (lo.max(base) - base, hi.min(end).saturating_sub(base));
+            if a >= b {
+                return 0;
             }
-            let idx = base + i;
-            if let Some((&key, u)) = self.units.range(..=idx).next_back()
-                && key + u64::from(u.span) > idx
-            {
-                self.ack_unit(key, acked);
+            let upto_b = if b == 64 { u64::MAX } else { !(u64::MAX >> b) };
+            upto_b & (u64::MAX >> a)
+        };
+        let mut hit = [0u64; 64];
+        let mut n = 0;
+        // A unit starting before the bitmap may span into it (a READ).
+        let before = self
+            .units
+            .range(..base)
+            .next_back()
+            .map(|(&k, u)| (k, k + u64::from(u.span)));
+        let within = self
+            .units
+            .range(base..end)
+            .map(|(&k, u)| (k, k + u64::from(u.span)));
+        for (key, stop) in before.into_iter().chain(within) {
+            if s.sack_bitmap & bits(key, stop) != 0 && n < hit.len() {
+                hit[n] = key;
+                n += 1;
             }
+        }
+        for &key in &hit[..n] {
+            self.ack_unit(key, acked);
         }
     }
 

@@ -13,7 +13,7 @@ mod send;
 use super::cc::{Cwnd, LossKind};
 use super::config::MpConfig;
 use super::entropy::EntropySet;
-use super::loss::{LossRule, Unit, UnitState};
+use super::loss::{LossRule, ReorderWatch, Unit, UnitState};
 use super::probe::Probes;
 use super::rtt::RttEstimator;
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
@@ -136,6 +136,11 @@ pub(crate) struct MpRequester {
     /// The message refused by the RNR NAK being waited out.
     pub(super) rnr_msn: Option<u64>,
     pub(super) k: u32,
+    /// Rule (a) of §7.8 over the units' transmission orders.
+    pub(super) reorder: ReorderWatch,
+    /// Transmission orders acknowledged by the ACK being handled (a
+    /// buffer kept between ACKs).
+    pub(super) acked_seqs: Vec<u64>,
     pub(super) window: u32,
     pub(super) pmtu: u32,
     pub(super) trim_dscp: Option<u8>,
@@ -176,6 +181,8 @@ impl MpRequester {
             rnr_until: None,
             rnr_msn: None,
             k: u32::from(t.reorder_threshold),
+            reorder: ReorderWatch::new(u32::from(t.reorder_threshold)),
+            acked_seqs: Vec::new(),
             window: mp.window,
             pmtu: cfg.pmtu,
             trim_dscp: mp.trim_dscp,
@@ -345,6 +352,7 @@ impl MpRequester {
         self.units.clear();
         self.by_tx.clear();
         self.retx.clear();
+        self.reorder.clear();
         self.in_flight = 0;
         self.rd_outstanding = 0;
         self.rnr_until = None;

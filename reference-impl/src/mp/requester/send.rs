@@ -108,7 +108,6 @@ impl MpRequester {
                 u.tx_seq = seq;
                 u.entropy = v;
                 u.state = UnitState::InFlight;
-                u.later_acked = 0;
                 u.sends += 1;
                 u.lost_by = None;
                 self.in_flight += u.bytes;
@@ -239,7 +238,6 @@ impl MpRequester {
                     tx_seq: seq,
                     entropy: v,
                     state: UnitState::InFlight,
-                    later_acked: 0,
                     sends: 1,
                     atomic,
                     lost_by: None,
