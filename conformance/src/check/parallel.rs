@@ -9,33 +9,35 @@
 //!   connection depends on every earlier packet ([`Checker::absorb`]).
 //!
 //! [`run`] is a pipeline over a capture held in memory (a mapped file, see
-//! [`crate::capture::map_file`]): a reader thread walks the records (a
-//! record header per frame; it takes the page faults of the mapping), cuts
-//! them into numbered batches of [`BATCH`] frames and queues them;
-//! `workers` threads take the oldest queued batch, inspect it (borrowing
-//! the frames' bytes: nothing is copied) and post the result under its
-//! number. The calling thread absorbs the results in batch order. When the
-//! next result is not ready yet, it does not wait idle: it takes the oldest
-//! queued batch and inspects it itself. So on a capture whose per-frame work dominates (large frames:
-//! the ICRC) every thread inspects, and on one whose ordered work dominates
-//! (small frames: the judge) the workers keep the calling thread supplied
-//! and it only judges; with `workers` = cores − 1 no core is left idle
-//! either way. At most `(workers + 1) ×` [`DEPTH`] batches are queued or
+//! [`crate::capture::map_file`]). Its threads (`workers` and the calling
+//! one) share a queue of numbered batches of [`BATCH`] frames. Reading the
+//! records (a record header per frame, and the mapping's page faults) is a
+//! task like the others: a thread that finds fewer than two batches
+//! waiting and room in the window reads the next one, one thread at a time.
+//! The workers take the oldest waiting batch, inspect it (borrowing the
+//! frames' bytes: nothing is copied) and post the result under its number.
+//! The calling thread absorbs the results in batch order; when the next
+//! one is not ready, it does not wait idle but reads or inspects a batch
+//! itself. So on a capture whose per-frame work dominates (large frames:
+//! the ICRC) every thread inspects, on one whose ordered work dominates
+//! (small frames: the judge) the workers read and inspect and the calling
+//! thread only judges, and with `workers` = cores - 1 there is one thread
+//! per core. At most `(workers + 1) ×` [`DEPTH`] batches are waiting or
 //! done and not yet absorbed, so memory stays bounded whatever the
 //! capture's size.
 //!
-//! std's scoped threads, a mutex and three condition variables suffice for
-//! this shape (one queue, taken in order; a batch is a few hundred frames,
-//! so the lock is taken a few thousand times a second), so no dependency
-//! is added. The conversation stage stays on one thread (README, "Speed",
-//! says how it could be sharded by connection).
+//! std's scoped threads, two mutexes and two condition variables suffice
+//! for this shape (one queue, taken in order; the lock is taken a few
+//! times per batch of hundreds of frames), so no dependency is added. The
+//! conversation stage stays on one thread (README, "Speed", says how it
+//! could be sharded by connection).
 
 use super::{Inspection, Inspector};
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 /// Frames per batch.
-pub const BATCH: usize = 256;
+pub const BATCH: usize = 512;
 
 /// Batches queued or done ahead of the judge, per inspecting thread.
 pub const DEPTH: usize = 4;
@@ -66,25 +68,37 @@ struct Queue<'b> {
     done: VecDeque<Option<Done<'b>>>,
     /// Number of the next batch the calling thread absorbs.
     next: u64,
-    /// The reader has queued its last batch.
+    /// A thread is reading the next batch.
+    reading: bool,
+    /// The last batch has been read.
     exhausted: bool,
-    /// The calling thread stopped: the reader and the workers leave.
+    /// The calling thread stopped: the workers leave.
     closed: bool,
-    /// The reader or a worker died (they cannot: reading and inspection do
-    /// not panic); the calling thread stops instead of waiting for it.
+    /// A worker died (it cannot: reading and inspection do not panic); the
+    /// calling thread stops instead of waiting for it.
     broken: bool,
+}
+
+impl Queue<'_> {
+    /// Whether a thread should read the next batch now: nobody else is,
+    /// there is more to read and room in the window, and few batches are
+    /// left to inspect.
+    fn should_read(&self, window: usize) -> bool {
+        !self.reading
+            && !self.exhausted
+            && !self.closed
+            && self.done.len() < window
+            && self.todo.len() < 2
+    }
 }
 
 struct Shared<'b> {
     queue: Mutex<Queue<'b>>,
     /// Signalled when a batch is queued or the queue closes (workers wait).
     work: Condvar,
-    /// Signalled when a batch is queued or done, or the reader ends (the
+    /// Signalled when a batch is queued or done, or the input ends (the
     /// calling thread waits).
     posted: Condvar,
-    /// Signalled when the calling thread takes a result (the reader waits
-    /// for room in the window).
-    room: Condvar,
 }
 
 impl<'b> Shared<'b> {
@@ -99,6 +113,36 @@ impl<'b> Shared<'b> {
         cv.wait(q).unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Reads the next batch with `source` (the caller saw
+    /// [`Queue::should_read`]) and queues it; returns the lock again.
+    fn read<'g, S: FnMut(&mut Vec<Job>)>(
+        &'g self,
+        mut q: MutexGuard<'g, Queue<'b>>,
+        source: &Mutex<(S, u64)>,
+    ) -> MutexGuard<'g, Queue<'b>> {
+        q.reading = true;
+        drop(q);
+        let mut batch = Vec::with_capacity(BATCH);
+        // Only the thread that set `reading` gets here, so the lock is free.
+        let mut src = source.lock().unwrap_or_else(PoisonError::into_inner);
+        (src.0)(&mut batch);
+        let number = src.1;
+        src.1 += 1;
+        let mut q = self.lock();
+        drop(src);
+        q.reading = false;
+        if batch.is_empty() {
+            q.exhausted = true;
+            self.work.notify_all();
+        } else {
+            q.todo.push_back((number, batch));
+            q.done.push_back(None);
+            self.work.notify_one();
+        }
+        self.posted.notify_one();
+        q
+    }
+
     /// Posts the result of batch `number`.
     fn post(&self, number: u64, result: Done<'b>) {
         let mut q = self.lock();
@@ -110,47 +154,30 @@ impl<'b> Shared<'b> {
         drop(q);
         self.posted.notify_one();
     }
-
-    fn wake_all(&self) {
-        self.work.notify_all();
-        self.posted.notify_all();
-        self.room.notify_all();
-    }
 }
 
-/// Who holds a [`Closer`].
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Reader,
-    Worker,
-    Judge,
-}
-
-/// Updates the queue when a thread leaves, also on a panic: the reader's end
-/// ends the input, the calling thread's closes the queue (the reader and
-/// the workers leave), a panic elsewhere stops the calling thread; so the
-/// scope can always join every thread (it then raises the panic).
+/// Updates the queue when a thread leaves, also on a panic: the calling
+/// thread's leaving closes the queue (the workers leave), a worker's panic
+/// stops the calling thread; so the scope can always join every thread (it
+/// then raises the panic).
 struct Closer<'s, 'b> {
     shared: &'s Shared<'b>,
-    role: Role,
+    /// Held by the calling thread.
+    judge: bool,
 }
 
 impl Drop for Closer<'_, '_> {
     fn drop(&mut self) {
         let mut q = self.shared.lock();
-        match self.role {
-            Role::Judge => {
-                q.closed = true;
-                q.todo.clear();
-            }
-            Role::Reader => q.exhausted = true,
-            Role::Worker => {}
-        }
-        if self.role != Role::Judge && std::thread::panicking() {
+        if self.judge {
+            q.closed = true;
+            q.todo.clear();
+        } else if std::thread::panicking() {
             q.broken = true;
         }
         drop(q);
-        self.shared.wake_all();
+        self.shared.work.notify_all();
+        self.shared.posted.notify_all();
     }
 }
 
@@ -172,17 +199,17 @@ fn inspect_batch<'b>(bytes: &'b [u8], inspector: &Inspector, jobs: &[Job]) -> Ve
 /// thread, and hands each inspection to `sink` in frame order, on the
 /// calling thread.
 ///
-/// `source` runs on a thread of its own; it appends up to [`BATCH`] jobs
-/// to the vector it is given, and leaving it empty ends the input. `sink`
-/// returns `false` to stop early (the frames in flight are then dropped,
-/// and `source` is not called again). A job whose bytes lie outside `bytes`
-/// is inspected as an empty frame. With `workers` 0 the calling thread
-/// inspects everything.
+/// `source` appends up to [`BATCH`] jobs to the vector it is given, and
+/// leaving it empty ends the input; it is called by one thread at a time,
+/// whichever runs short of work. `sink` returns `false` to stop early (the
+/// frames in flight are then dropped, and `source` is not called again). A
+/// job whose bytes lie outside `bytes` is inspected as an empty frame.
+/// With `workers` 0 the calling thread does everything.
 pub fn run<'b>(
     bytes: &'b [u8],
     inspector: &Inspector,
     workers: usize,
-    mut source: impl FnMut(&mut Vec<Job>) + Send,
+    source: impl FnMut(&mut Vec<Job>) + Send,
     mut sink: impl FnMut(&Job, Inspection<'b>) -> bool,
 ) {
     let shared = Shared {
@@ -190,57 +217,35 @@ pub fn run<'b>(
             todo: VecDeque::new(),
             done: VecDeque::new(),
             next: 0,
+            reading: false,
             exhausted: false,
             closed: false,
             broken: false,
         }),
         work: Condvar::new(),
         posted: Condvar::new(),
-        room: Condvar::new(),
     };
     let shared = &shared;
+    let source = &Mutex::new((source, 0u64));
     let window = (workers + 1) * DEPTH;
     std::thread::scope(|scope| {
-        scope.spawn(move || {
-            let _closer = Closer {
-                shared,
-                role: Role::Reader,
-            };
-            for number in 0.. {
-                let mut q = shared.lock();
-                while !q.closed && q.done.len() >= window {
-                    q = shared.wait(&shared.room, q);
-                }
-                if q.closed {
-                    return;
-                }
-                drop(q);
-                let mut batch = Vec::with_capacity(BATCH);
-                source(&mut batch);
-                if batch.is_empty() {
-                    return; // `_closer` ends the input
-                }
-                let mut q = shared.lock();
-                q.todo.push_back((number, batch));
-                q.done.push_back(None);
-                drop(q);
-                shared.work.notify_one();
-                shared.posted.notify_one();
-            }
-        });
         for _ in 0..workers {
             scope.spawn(move || {
                 let _closer = Closer {
                     shared,
-                    role: Role::Worker,
+                    judge: false,
                 };
                 loop {
                     let mut q = shared.lock();
                     let (number, jobs) = loop {
+                        if q.should_read(window) {
+                            q = shared.read(q, source);
+                            continue;
+                        }
                         if let Some(batch) = q.todo.pop_front() {
                             break batch;
                         }
-                        if q.closed || (q.exhausted && q.todo.is_empty()) {
+                        if q.closed || (q.exhausted && !q.reading) {
                             return;
                         }
                         q = shared.wait(&shared.work, q);
@@ -253,28 +258,28 @@ pub fn run<'b>(
         }
         let _closer = Closer {
             shared,
-            role: Role::Judge,
+            judge: true,
         };
         loop {
-            // The next result in order: taken when done; else inspect the
-            // oldest queued batch here; else wait for the reader or a worker.
+            // The next result in order: taken when done; else read or
+            // inspect a batch here; else wait for a worker.
             let (jobs, inspected) = {
                 let mut q = shared.lock();
                 loop {
-                    if q.broken {
-                        return;
-                    }
-                    if q.done.is_empty() && q.exhausted {
+                    if q.broken || (q.done.is_empty() && q.exhausted) {
                         return;
                     }
                     if let Some(result) = q.done.front_mut().and_then(Option::take) {
                         q.done.pop_front();
                         q.next += 1;
                         drop(q);
-                        shared.room.notify_one();
+                        // Room in the window: a waiting worker may read.
+                        shared.work.notify_one();
                         break result;
                     }
-                    if let Some((number, jobs)) = q.todo.pop_front() {
+                    if q.should_read(window) {
+                        q = shared.read(q, source);
+                    } else if let Some((number, jobs)) = q.todo.pop_front() {
                         drop(q);
                         let inspected = inspect_batch(bytes, inspector, &jobs);
                         shared.post(number, (jobs, inspected));
