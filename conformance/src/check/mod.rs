@@ -267,21 +267,22 @@ impl Checker {
         linktype: u32,
         data: &[u8],
     ) -> Vec<Reported> {
-        let inspection = self.inspector.inspect(linktype, data);
-        self.absorb(number, timestamp_ns, inspection)
+        let mut inspection = self.inspector.inspect(linktype, data);
+        self.absorb(number, timestamp_ns, &mut inspection)
     }
 
     /// Counts an inspected frame and runs the conversation judge on it:
     /// what [`Checker::check_frame`] reports for it. Frames must come in
-    /// capture order.
+    /// capture order. The inspection is read in place (it is large: moving
+    /// it costs more than reading it); its findings are taken out.
     pub fn absorb(
         &mut self,
         number: u64,
         timestamp_ns: u64,
-        inspection: Inspection<'_>,
+        inspection: &mut Inspection<'_>,
     ) -> Vec<Reported> {
         self.summary.frames += 1;
-        let (frame, status, mark, findings) = match inspection.0 {
+        let (frame, status, mark, findings) = match &mut inspection.0 {
             Inspected::Skipped => return Vec::new(),
             Inspected::Filtered => {
                 self.summary.filtered += 1;
@@ -289,18 +290,18 @@ impl Checker {
             }
             Inspected::Undecodable { findings, roce } => {
                 self.summary.undecodable += 1;
-                self.summary.roce_frames += u64::from(roce);
-                for f in &findings {
+                self.summary.roce_frames += u64::from(*roce);
+                for f in findings.iter() {
                     self.summary.count(f);
                 }
-                return packet_reported(number, findings, Vec::new(), None);
+                return packet_reported(number, std::mem::take(findings), Vec::new(), None);
             }
             Inspected::Decoded {
                 frame,
                 status,
                 mark,
                 findings,
-            } => (frame, status, mark, findings),
+            } => (&*frame, *status, *mark, std::mem::take(findings)),
         };
         if frame.roce.is_some() {
             self.summary.roce_frames += 1;
@@ -308,7 +309,9 @@ impl Checker {
         for f in &findings {
             self.summary.count(f);
         }
-        let (Some(ip), Some(udp), Some(pkt)) = (frame.ip, frame.udp, frame.roce.as_ref()) else {
+        let (Some(ip), Some(udp), Some(pkt)) =
+            (frame.ip.as_ref(), frame.udp.as_ref(), frame.roce.as_ref())
+        else {
             return packet_reported(number, findings, Vec::new(), None);
         };
         let (src, dst) = match ip {

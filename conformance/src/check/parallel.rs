@@ -210,7 +210,7 @@ pub fn run<'b>(
     inspector: &Inspector,
     workers: usize,
     source: impl FnMut(&mut Vec<Job>) + Send,
-    mut sink: impl FnMut(&Job, Inspection<'b>) -> bool,
+    mut sink: impl FnMut(&Job, &mut Inspection<'b>) -> bool,
 ) {
     let shared = Shared {
         queue: Mutex::new(Queue {
@@ -289,7 +289,8 @@ pub fn run<'b>(
                     }
                 }
             };
-            for (job, inspection) in jobs.iter().zip(inspected) {
+            let mut inspected = inspected;
+            for (job, inspection) in jobs.iter().zip(inspected.iter_mut()) {
                 if !sink(job, inspection) {
                     return; // `_closer` closes the queue
                 }

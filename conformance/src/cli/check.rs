@@ -501,7 +501,7 @@ fn parallel<W: Write>(
             }
         }
     };
-    let sink = |job: &Job, inspection| {
+    let sink = |job: &Job, inspection: &mut _| {
         let found = checker.absorb(job.number, job.timestamp_ns, inspection);
         if !found.is_empty()
             && let Err(e) = em.emit(&found)
