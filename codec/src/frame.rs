@@ -152,9 +152,12 @@ impl<'a> Frame<'a> {
         frame.payload = udp_payload;
         if options.roce_ports.contains(&udp.dst_port) {
             let roce_start = udp_start + UdpRepr::LEN;
-            let roce = RocePacket::parse(udp_payload, options.dialect)
-                .map_err(|e| e.shifted(roce_start))?;
-            frame.roce = Some(roce);
+            // Matched, not `?`-ed: the packet is a few hundred bytes, and
+            // each move of it shows on small frames.
+            match RocePacket::parse(udp_payload, options.dialect) {
+                Ok(roce) => frame.roce = Some(roce),
+                Err(e) => return Err(e.shifted(roce_start)),
+            }
             frame.payload = &[];
         }
         Ok(frame)

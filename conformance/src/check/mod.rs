@@ -36,7 +36,7 @@ pub use report::{
 pub use tally::{IdTally, MAX_SAMPLES, Tally};
 
 use crate::decode::LINKTYPE_ETHERNET;
-use metaroce_codec::{Frame, IpRepr, Layer, Opcode, ParseOptions, ServiceClass, icrc};
+use metaroce_codec::{Frame, IpRepr, Layer, Opcode, ParseOptions, ServiceClass, WireError, icrc};
 use metaroce_spec::Profile;
 use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
@@ -69,65 +69,92 @@ pub struct Inspector {
 
 /// What one frame shows on its own ([`Inspector::inspect`]), waiting to be
 /// absorbed by the [`Checker`] ([`Checker::absorb`]).
+///
+/// A plain struct the frame is decoded into in place: a `Frame` is some 400
+/// bytes, and moving it from local to local (as building an enum variant
+/// around it did) cost more than its ICRC on small frames.
 #[derive(Debug)]
-pub struct Inspection<'a>(Inspected<'a>);
-
-#[derive(Debug)]
-// Not boxed: a box would cost an allocation per frame; inspections move in
-// batches of a few hundred.
-#[allow(clippy::large_enum_variant)]
-enum Inspected<'a> {
-    /// Not Ethernet: not judged.
-    Skipped,
+pub struct Inspection<'a> {
+    /// The codec's decoding, or why it failed; `None` when the frame is
+    /// not Ethernet (not judged).
+    parsed: Option<Result<Frame<'a>, WireError>>,
     /// Left out by the profile filter.
-    Filtered,
-    /// The codec could not decode it; `roce` when a RoCE header failed or a
-    /// RoCE packet sits behind IPv6 extension headers.
-    Undecodable { findings: Vec<Finding>, roce: bool },
-    /// Decoded: the frame, its ICRC and its per-packet findings.
-    Decoded {
-        frame: Frame<'a>,
-        status: icrc::IcrcStatus,
-        /// The payload's mark, taken with the ICRC: the conversation judge
-        /// keeps it instead of a copy of the payload.
-        mark: Option<icrc::PayloadMark>,
-        findings: Vec<Finding>,
-    },
+    filtered: bool,
+    /// A RoCE header failed to decode, or a RoCE packet sits behind IPv6
+    /// extension headers (undecodable frames only).
+    roce_undecodable: bool,
+    /// The ICRC's verdict (decoded frames).
+    status: icrc::IcrcStatus,
+    /// The payload's mark, taken with the ICRC: the conversation judge
+    /// keeps it instead of a copy of the payload.
+    mark: Option<icrc::PayloadMark>,
+    /// The per-packet findings.
+    findings: Vec<Finding>,
+}
+
+impl Inspection<'_> {
+    /// An inspection of nothing yet, for [`Inspector::inspect_into`] to fill.
+    pub const EMPTY: Inspection<'static> = Inspection {
+        parsed: None,
+        filtered: false,
+        roce_undecodable: false,
+        status: icrc::IcrcStatus::NotRoce,
+        mark: None,
+        findings: Vec::new(),
+    };
 }
 
 impl Inspector {
     /// Decodes, verifies and validates one captured frame.
     pub fn inspect<'a>(&self, linktype: u32, data: &'a [u8]) -> Inspection<'a> {
-        if linktype != LINKTYPE_ETHERNET {
-            return Inspection(Inspected::Skipped);
+        let mut inspection = Inspection::EMPTY;
+        self.inspect_into(linktype, data, &mut inspection);
+        inspection
+    }
+
+    /// [`Inspector::inspect`] into a place the caller holds: the frame is
+    /// decoded where it stays, not moved after.
+    pub fn inspect_into<'a>(&self, linktype: u32, data: &'a [u8], out: &mut Inspection<'a>) {
+        out.parsed = None;
+        if linktype == LINKTYPE_ETHERNET {
+            out.parsed = Some(Frame::parse(data, &self.options));
         }
-        let frame = match Frame::parse(data, &self.options) {
-            Ok(frame) => frame,
-            Err(_) if self.profile.is_some() => return Inspection(Inspected::Filtered),
-            Err(e) => {
-                let findings = validate_undecodable(data, &e, &self.ctx);
-                // A RoCE header failed, or a RoCE packet sits behind IPv6
-                // extension headers (MR-ENC-8).
-                let roce = !matches!(
-                    e.layer,
-                    Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
-                ) || findings.iter().any(|f| f.id == "MR-ENC-8");
-                return Inspection(Inspected::Undecodable { findings, roce });
-            }
-        };
-        if let Some(p) = self.profile
-            && frame.roce.is_none_or(|r| profile_of(r.bth.opcode) != p)
-        {
-            return Inspection(Inspected::Filtered);
-        }
-        let (status, mark) = icrc::verify_wire_marked(&frame, data);
-        let findings = validate_frame(&frame, status, &self.ctx);
-        Inspection(Inspected::Decoded {
-            frame,
+        out.filtered = false;
+        out.roce_undecodable = false;
+        out.status = icrc::IcrcStatus::NotRoce;
+        out.mark = None;
+        out.findings.clear();
+        let Inspection {
+            parsed,
+            filtered,
+            roce_undecodable,
             status,
             mark,
             findings,
-        })
+        } = out;
+        match parsed {
+            None => {}
+            Some(Ok(frame)) => {
+                *filtered = self.profile.is_some_and(|p| {
+                    frame
+                        .roce
+                        .as_ref()
+                        .is_none_or(|r| profile_of(r.bth.opcode) != p)
+                });
+                if !*filtered {
+                    (*status, *mark) = icrc::verify_wire_marked(frame, data);
+                    *findings = validate_frame(frame, *status, &self.ctx);
+                }
+            }
+            Some(Err(_)) if self.profile.is_some() => *filtered = true,
+            Some(Err(e)) => {
+                *findings = validate_undecodable(data, e, &self.ctx);
+                *roce_undecodable = !matches!(
+                    e.layer,
+                    Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
+                ) || findings.iter().any(|f| f.id == "MR-ENC-8");
+            }
+        }
     }
 }
 
@@ -267,7 +294,8 @@ impl Checker {
         linktype: u32,
         data: &[u8],
     ) -> Vec<Reported> {
-        let mut inspection = self.inspector.inspect(linktype, data);
+        let mut inspection = Inspection::EMPTY;
+        self.inspector.inspect_into(linktype, data, &mut inspection);
         self.absorb(number, timestamp_ns, &mut inspection)
     }
 
@@ -282,27 +310,25 @@ impl Checker {
         inspection: &mut Inspection<'_>,
     ) -> Vec<Reported> {
         self.summary.frames += 1;
-        let (frame, status, mark, findings) = match &mut inspection.0 {
-            Inspected::Skipped => return Vec::new(),
-            Inspected::Filtered => {
+        let frame = match &inspection.parsed {
+            None => return Vec::new(),
+            Some(_) if inspection.filtered => {
                 self.summary.filtered += 1;
                 return Vec::new();
             }
-            Inspected::Undecodable { findings, roce } => {
+            Some(Err(_)) => {
                 self.summary.undecodable += 1;
-                self.summary.roce_frames += u64::from(*roce);
-                for f in findings.iter() {
+                self.summary.roce_frames += u64::from(inspection.roce_undecodable);
+                for f in &inspection.findings {
                     self.summary.count(f);
                 }
-                return packet_reported(number, std::mem::take(findings), Vec::new(), None);
+                let findings = std::mem::take(&mut inspection.findings);
+                return packet_reported(number, findings, Vec::new(), None);
             }
-            Inspected::Decoded {
-                frame,
-                status,
-                mark,
-                findings,
-            } => (&*frame, *status, *mark, std::mem::take(findings)),
+            Some(Ok(frame)) => frame,
         };
+        let (status, mark) = (inspection.status, inspection.mark);
+        let findings = std::mem::take(&mut inspection.findings);
         if frame.roce.is_some() {
             self.summary.roce_frames += 1;
         }

@@ -183,16 +183,19 @@ impl Drop for Closer<'_, '_> {
 
 /// Inspects every job of a batch.
 fn inspect_batch<'b>(bytes: &'b [u8], inspector: &Inspector, jobs: &[Job]) -> Vec<Inspection<'b>> {
-    jobs.iter()
-        .map(|j| {
-            let data = j
-                .start
-                .checked_add(j.len)
-                .and_then(|end| bytes.get(j.start..end))
-                .unwrap_or_default();
-            inspector.inspect(j.linktype, data)
-        })
-        .collect()
+    let mut inspected = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        let data = j
+            .start
+            .checked_add(j.len)
+            .and_then(|end| bytes.get(j.start..end))
+            .unwrap_or_default();
+        inspected.push(Inspection::EMPTY);
+        if let Some(slot) = inspected.last_mut() {
+            inspector.inspect_into(j.linktype, data, slot);
+        }
+    }
+    inspected
 }
 
 /// Inspects the frames `source` lists on `workers` threads and the calling
