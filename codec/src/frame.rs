@@ -82,8 +82,9 @@ struct IpPayload<'a> {
 }
 
 /// A decoded frame. Layers that are absent are `None`; bytes below the last
-/// decoded layer are kept in `payload`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// decoded layer are kept in `payload`. The default is an empty frame (no
+/// layer decoded), a place for [`Frame::parse_from`] to fill.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Frame<'a> {
     /// Ethernet header and VLAN tags.
     pub ethernet: EthernetRepr,
@@ -104,8 +105,20 @@ pub struct Frame<'a> {
 impl<'a> Frame<'a> {
     /// Decodes an Ethernet frame (without or with FCS; an FCS ends up in `trailer`).
     pub fn parse(input: &'a [u8], options: &ParseOptions) -> Result<Self, WireError> {
+        let mut frame = Frame::default();
+        frame.parse_from(input, options)?;
+        Ok(frame)
+    }
+
+    /// [`Frame::parse`] into `self`, in place: a frame is some 400 bytes,
+    /// and a checker that decodes millions of small frames into a slot it
+    /// keeps saves moving each one (a move right after the parse's many
+    /// small stores costs more than the decoding of some headers). On an
+    /// error `self` holds the layers decoded before it: only the error is
+    /// meaningful then.
+    pub fn parse_from(&mut self, input: &'a [u8], options: &ParseOptions) -> Result<(), WireError> {
         let (ethernet, rest) = EthernetRepr::parse(input)?;
-        let mut frame = Frame {
+        *self = Frame {
             ethernet,
             ip: None,
             udp: None,
@@ -116,16 +129,16 @@ impl<'a> Frame<'a> {
         };
         let ip_start = input.len() - rest.len();
         let datagram = match ethernet.ethertype {
-            ETHERTYPE_IPV4 => frame.parse_ipv4(rest, ip_start)?,
-            ETHERTYPE_IPV6 => frame.parse_ipv6(rest, ip_start)?,
-            _ => return Ok(frame),
+            ETHERTYPE_IPV4 => self.parse_ipv4(rest, ip_start)?,
+            ETHERTYPE_IPV6 => self.parse_ipv6(rest, ip_start)?,
+            _ => return Ok(()),
         };
         let ip_payload = datagram.bytes;
-        frame.payload = ip_payload;
+        self.payload = ip_payload;
         if datagram.protocol != PROTOCOL_UDP || datagram.fragment {
-            return Ok(frame);
+            return Ok(());
         }
-        let udp_start = input.len() - frame.trailer.len() - ip_payload.len();
+        let udp_start = input.len() - self.trailer.len() - ip_payload.len();
         let (udp, udp_rest) = UdpRepr::parse(ip_payload).map_err(|e| e.shifted(udp_start))?;
         let udp_len = usize::from(udp.length);
         if udp_len < UdpRepr::LEN {
@@ -147,20 +160,18 @@ impl<'a> Frame<'a> {
             ));
         }
         let (udp_payload, excess) = udp_rest.split_at(udp_len - UdpRepr::LEN);
-        frame.udp = Some(udp);
-        frame.udp_excess = excess;
-        frame.payload = udp_payload;
+        self.udp = Some(udp);
+        self.udp_excess = excess;
+        self.payload = udp_payload;
         if options.roce_ports.contains(&udp.dst_port) {
             let roce_start = udp_start + UdpRepr::LEN;
-            // Matched, not `?`-ed: the packet is a few hundred bytes, and
-            // each move of it shows on small frames.
-            match RocePacket::parse(udp_payload, options.dialect) {
-                Ok(roce) => frame.roce = Some(roce),
-                Err(e) => return Err(e.shifted(roce_start)),
-            }
-            frame.payload = &[];
+            self.roce
+                .insert(RocePacket::default())
+                .parse_from(udp_payload, options.dialect)
+                .map_err(|e| e.shifted(roce_start))?;
+            self.payload = &[];
         }
-        Ok(frame)
+        Ok(())
     }
 
     /// Decodes IPv4; sets `ip` and `trailer`.

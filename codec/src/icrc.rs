@@ -20,10 +20,12 @@ use crate::udp::UdpRepr;
 /// The eight 0xFF bytes standing in for the InfiniBand LRH.
 const LRH_STANDIN: [u8; 8] = [0xFF; 8];
 
-/// The result of checking a frame's ICRC.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The result of checking a frame's ICRC (by default `NotRoce`: nothing
+/// checked).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum IcrcStatus {
     /// Not a RoCEv2 frame: there is no ICRC.
+    #[default]
     NotRoce,
     /// The trailer matches.
     Valid,

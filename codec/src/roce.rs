@@ -12,8 +12,9 @@ pub const ICRC_LEN: usize = 4;
 ///
 /// `payload` and `pad` are split by `bth.pad_count` as sent; `icrc` is the
 /// trailer as sent (least-significant byte of the CRC first). Parsing never
-/// checks the ICRC: see [`crate::icrc`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// checks the ICRC: see [`crate::icrc`]. The default (all fields zero or
+/// empty) is a place for [`RocePacket::parse_from`] to fill.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RocePacket<'a> {
     /// Base transport header.
     pub bth: BthRepr,
@@ -34,10 +35,23 @@ impl<'a> RocePacket<'a> {
     /// and pad as payload.
     #[inline]
     pub fn parse(input: &'a [u8], dialect: Dialect) -> Result<Self, WireError> {
+        let mut packet = RocePacket::default();
+        packet.parse_from(input, dialect)?;
+        Ok(packet)
+    }
+
+    /// [`RocePacket::parse`] into `self`, in place (see
+    /// [`crate::Frame::parse_from`]). On an error only the error is
+    /// meaningful.
+    pub fn parse_from(&mut self, input: &'a [u8], dialect: Dialect) -> Result<(), WireError> {
         let (bth, rest) = BthRepr::parse(input)?;
+        self.bth = bth;
         let layout = bth.opcode.layout(dialect);
         let headers = layout.map_or(&[][..], |l: &Layout| l.headers);
-        let (ext, rest) = ExtHeaders::parse(headers, rest).map_err(|e| e.shifted(BthRepr::LEN))?;
+        let rest = self
+            .ext
+            .parse_from(headers, rest)
+            .map_err(|e| e.shifted(BthRepr::LEN))?;
         let body_start = input.len() - rest.len();
         let Some(body_len) = rest.len().checked_sub(ICRC_LEN) else {
             return Err(WireError::truncated(
@@ -60,13 +74,10 @@ impl<'a> RocePacket<'a> {
             ));
         };
         let (payload, pad) = body.split_at(payload_len);
-        Ok(RocePacket {
-            bth,
-            ext,
-            payload,
-            pad,
-            icrc: [icrc[0], icrc[1], icrc[2], icrc[3]],
-        })
+        self.payload = payload;
+        self.pad = pad;
+        self.icrc = [icrc[0], icrc[1], icrc[2], icrc[3]];
+        Ok(())
     }
 
     /// Bytes on the wire, BTH to ICRC.

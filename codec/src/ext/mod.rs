@@ -76,14 +76,25 @@ impl ExtHeaders {
     #[inline]
     pub fn parse<'a>(kinds: &[ExtKind], input: &'a [u8]) -> Result<(Self, &'a [u8]), WireError> {
         let mut headers = ExtHeaders::default();
+        let rest = headers.parse_from(kinds, input)?;
+        Ok((headers, rest))
+    }
+
+    /// [`ExtHeaders::parse`] into `self`, in place (every header `kinds`
+    /// does not name is cleared); returns the bytes after them.
+    #[inline]
+    pub fn parse_from<'a>(
+        &mut self,
+        kinds: &[ExtKind],
+        input: &'a [u8],
+    ) -> Result<&'a [u8], WireError> {
+        *self = ExtHeaders::default();
         let mut rest = input;
         for &kind in kinds {
             let offset = input.len() - rest.len();
-            rest = headers
-                .parse_one(kind, rest)
-                .map_err(|e| e.shifted(offset))?;
+            rest = self.parse_one(kind, rest).map_err(|e| e.shifted(offset))?;
         }
-        Ok((headers, rest))
+        Ok(rest)
     }
 
     #[inline]

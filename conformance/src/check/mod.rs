@@ -36,7 +36,7 @@ pub use report::{
 pub use tally::{IdTally, MAX_SAMPLES, Tally};
 
 use crate::decode::LINKTYPE_ETHERNET;
-use metaroce_codec::{Frame, IpRepr, Layer, Opcode, ParseOptions, ServiceClass, WireError, icrc};
+use metaroce_codec::{Frame, IpRepr, Layer, Opcode, ParseOptions, ServiceClass, icrc};
 use metaroce_spec::Profile;
 use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
@@ -70,19 +70,17 @@ pub struct Inspector {
 /// What one frame shows on its own ([`Inspector::inspect`]), waiting to be
 /// absorbed by the [`Checker`] ([`Checker::absorb`]).
 ///
-/// A plain struct the frame is decoded into in place: a `Frame` is some 400
-/// bytes, and moving it from local to local (as building an enum variant
-/// around it did) cost more than its ICRC on small frames.
-#[derive(Debug)]
+/// A plain struct the frame is decoded into in place
+/// ([`Inspector::inspect_into`], [`Frame::parse_from`]): a `Frame` is some
+/// 400 bytes, and moving it after the parse (as returning it in a `Result`
+/// and building an enum around it did) cost more than its ICRC on small
+/// frames.
+#[derive(Debug, Default)]
 pub struct Inspection<'a> {
-    /// The codec's decoding, or why it failed; `None` when the frame is
-    /// not Ethernet (not judged).
-    parsed: Option<Result<Frame<'a>, WireError>>,
-    /// Left out by the profile filter.
-    filtered: bool,
-    /// A RoCE header failed to decode, or a RoCE packet sits behind IPv6
-    /// extension headers (undecodable frames only).
-    roce_undecodable: bool,
+    /// The frame as decoded (meaningful when `outcome` is `Decoded`).
+    frame: Frame<'a>,
+    /// What became of the frame.
+    outcome: Outcome,
     /// The ICRC's verdict (decoded frames).
     status: icrc::IcrcStatus,
     /// The payload's mark, taken with the ICRC: the conversation judge
@@ -92,69 +90,67 @@ pub struct Inspection<'a> {
     findings: Vec<Finding>,
 }
 
-impl Inspection<'_> {
-    /// An inspection of nothing yet, for [`Inspector::inspect_into`] to fill.
-    pub const EMPTY: Inspection<'static> = Inspection {
-        parsed: None,
-        filtered: false,
-        roce_undecodable: false,
-        status: icrc::IcrcStatus::NotRoce,
-        mark: None,
-        findings: Vec::new(),
-    };
+/// What became of an inspected frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Outcome {
+    /// Not inspected yet, or not Ethernet: not judged.
+    #[default]
+    Skipped,
+    /// Left out by the profile filter.
+    Filtered,
+    /// The codec could not decode it; `roce` when a RoCE header failed or a
+    /// RoCE packet sits behind IPv6 extension headers.
+    Undecodable { roce: bool },
+    /// Decoded: `frame` holds it.
+    Decoded,
 }
 
 impl Inspector {
     /// Decodes, verifies and validates one captured frame.
     pub fn inspect<'a>(&self, linktype: u32, data: &'a [u8]) -> Inspection<'a> {
-        let mut inspection = Inspection::EMPTY;
+        let mut inspection = Inspection::default();
         self.inspect_into(linktype, data, &mut inspection);
         inspection
     }
 
-    /// [`Inspector::inspect`] into a place the caller holds: the frame is
-    /// decoded where it stays, not moved after.
+    /// [`Inspector::inspect`] into a place the caller holds (fresh or used
+    /// before): the frame is decoded where it stays, not moved after.
     pub fn inspect_into<'a>(&self, linktype: u32, data: &'a [u8], out: &mut Inspection<'a>) {
-        out.parsed = None;
-        if linktype == LINKTYPE_ETHERNET {
-            out.parsed = Some(Frame::parse(data, &self.options));
-        }
-        out.filtered = false;
-        out.roce_undecodable = false;
         out.status = icrc::IcrcStatus::NotRoce;
         out.mark = None;
         out.findings.clear();
-        let Inspection {
-            parsed,
-            filtered,
-            roce_undecodable,
-            status,
-            mark,
-            findings,
-        } = out;
-        match parsed {
-            None => {}
-            Some(Ok(frame)) => {
-                *filtered = self.profile.is_some_and(|p| {
-                    frame
-                        .roce
-                        .as_ref()
-                        .is_none_or(|r| profile_of(r.bth.opcode) != p)
-                });
-                if !*filtered {
-                    (*status, *mark) = icrc::verify_wire_marked(frame, data);
-                    *findings = validate_frame(frame, *status, &self.ctx);
-                }
-            }
-            Some(Err(_)) if self.profile.is_some() => *filtered = true,
-            Some(Err(e)) => {
-                *findings = validate_undecodable(data, e, &self.ctx);
-                *roce_undecodable = !matches!(
-                    e.layer,
-                    Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
-                ) || findings.iter().any(|f| f.id == "MR-ENC-8");
-            }
+        out.outcome = Outcome::Skipped;
+        if linktype != LINKTYPE_ETHERNET {
+            return;
         }
+        if let Err(e) = out.frame.parse_from(data, &self.options) {
+            if self.profile.is_some() {
+                out.outcome = Outcome::Filtered;
+                return;
+            }
+            out.findings = validate_undecodable(data, &e, &self.ctx);
+            // A RoCE header failed, or a RoCE packet sits behind IPv6
+            // extension headers (MR-ENC-8).
+            let roce = !matches!(
+                e.layer,
+                Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
+            ) || out.findings.iter().any(|f| f.id == "MR-ENC-8");
+            out.outcome = Outcome::Undecodable { roce };
+            return;
+        }
+        let frame = &out.frame;
+        if let Some(p) = self.profile
+            && frame
+                .roce
+                .as_ref()
+                .is_none_or(|r| profile_of(r.bth.opcode) != p)
+        {
+            out.outcome = Outcome::Filtered;
+            return;
+        }
+        (out.status, out.mark) = icrc::verify_wire_marked(frame, data);
+        out.findings = validate_frame(frame, out.status, &self.ctx);
+        out.outcome = Outcome::Decoded;
     }
 }
 
@@ -294,7 +290,7 @@ impl Checker {
         linktype: u32,
         data: &[u8],
     ) -> Vec<Reported> {
-        let mut inspection = Inspection::EMPTY;
+        let mut inspection = Inspection::default();
         self.inspector.inspect_into(linktype, data, &mut inspection);
         self.absorb(number, timestamp_ns, &mut inspection)
     }
@@ -310,23 +306,24 @@ impl Checker {
         inspection: &mut Inspection<'_>,
     ) -> Vec<Reported> {
         self.summary.frames += 1;
-        let frame = match &inspection.parsed {
-            None => return Vec::new(),
-            Some(_) if inspection.filtered => {
+        match inspection.outcome {
+            Outcome::Skipped => return Vec::new(),
+            Outcome::Filtered => {
                 self.summary.filtered += 1;
                 return Vec::new();
             }
-            Some(Err(_)) => {
+            Outcome::Undecodable { roce } => {
                 self.summary.undecodable += 1;
-                self.summary.roce_frames += u64::from(inspection.roce_undecodable);
+                self.summary.roce_frames += u64::from(roce);
                 for f in &inspection.findings {
                     self.summary.count(f);
                 }
                 let findings = std::mem::take(&mut inspection.findings);
                 return packet_reported(number, findings, Vec::new(), None);
             }
-            Some(Ok(frame)) => frame,
-        };
+            Outcome::Decoded => {}
+        }
+        let frame = &inspection.frame;
         let (status, mark) = (inspection.status, inspection.mark);
         let findings = std::mem::take(&mut inspection.findings);
         if frame.roce.is_some() {
