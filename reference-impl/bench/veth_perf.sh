@@ -17,6 +17,8 @@
 # mode with `--service-per-frame` (the driver services the device after
 # every received frame, as before 2026-11-30, instead of once per receive
 # batch), for comparisons side by side.
+# The suffix `:alt` runs the mode with the binary ALT_BIN instead (e.g. a
+# build of an earlier commit, `mp-write:alt`), for before/after side by side.
 # PIN=1 pins the client (the sender of the blast, the requester) to CPU
 # PIN_CLIENT_CPU (0) and the server to PIN_SERVER_CPU (1) with taskset, for
 # the blast and every mode alike; by default the scheduler places them.
@@ -42,6 +44,7 @@ MP_REORDER=${MP_REORDER:-3}
 MP_ACK_COALESCE_US=${MP_ACK_COALESCE_US:-8}
 MP_TARGET_QDELAY_US=${MP_TARGET_QDELAY_US:-10}
 MODES=${MODES:-"blast write read send mp-write mp-read mp-send"}
+ALT_BIN=${ALT_BIN:-}
 PIN=${PIN:-0}
 PIN_CLIENT_CPU=${PIN_CLIENT_CPU:-0}
 PIN_SERVER_CPU=${PIN_SERVER_CPU:-1}
@@ -99,11 +102,12 @@ sleep 0.5
 # run_pair MODE I: one measurement; sets G to the gbps figure. Not run in a
 # subshell, so that PIDS reaches the cleanup trap.
 run_pair() {
-    local mode=$1 i=$2 common extra srv cli base=${1%:frame}
+    local mode=$1 i=$2 common extra srv cli base=${1%%:*} bin=$BIN
     common=(--size "$SIZE" --pmtu "$PMTU" --timeout-secs $((DURATION + 30)))
-    [ "$base" != "$mode" ] && common+=(--service-per-frame)
+    case "$mode" in *:frame*) common+=(--service-per-frame) ;; esac
+    case "$mode" in *:alt*) bin=$ALT_BIN ;; esac
     rm -f "$DIR"/*.json
-    if [ "$mode" = blast ]; then
+    if [ "$base" = blast ]; then
         extra=(--blast --duration "$DURATION")
     else
         local op=${base#mp-} profile=base
@@ -114,12 +118,12 @@ run_pair() {
             --duration "$DURATION" --depth "$DEPTH" --window "$WINDOW")
     fi
     srv="$DIR/$mode-$i-server"; cli="$DIR/$mode-$i-client"
-    timeout $((DURATION + 40)) ip netns exec "$NSB" "${PIN_SRV[@]}" "$BIN" perf --iface veth1 --role server \
+    timeout $((DURATION + 40)) ip netns exec "$NSB" "${PIN_SRV[@]}" "$bin" perf --iface veth1 --role server \
         --ip 10.99.0.2 --peer-mac "$MAC_A" --peer-ip 10.99.0.1 \
         --info-out "$DIR/server.json" --info-in "$DIR/client.json" \
         "${common[@]}" "${extra[@]}" >"$srv.out" 2>"$srv.err" &
     local spid=$!; PIDS+=("$spid")
-    timeout $((DURATION + 40)) ip netns exec "$NSA" "${PIN_CLI[@]}" "$BIN" perf --iface veth0 --role client \
+    timeout $((DURATION + 40)) ip netns exec "$NSA" "${PIN_CLI[@]}" "$bin" perf --iface veth0 --role client \
         --ip 10.99.0.1 --peer-mac "$MAC_B" --peer-ip 10.99.0.2 \
         --info-out "$DIR/client.json" --info-in "$DIR/server.json" \
         "${common[@]}" "${extra[@]}" >"$cli.out" 2>"$cli.err" &

@@ -112,7 +112,12 @@ impl UnitMap {
 
     /// The units whose first PSN index lies in `[lo, hi)`, ascending.
     pub(crate) fn range(&self, lo: u64, hi: u64) -> impl Iterator<Item = (u64, &Unit)> {
-        let start = self.slots.partition_point(|s| s.0 < lo);
+        // Mostly from the front (acknowledgements in PSN order).
+        let start = if self.slots.front().is_none_or(|s| s.0 >= lo) {
+            0
+        } else {
+            self.slots.partition_point(|s| s.0 < lo)
+        };
         self.slots
             .range(start..)
             .take_while(move |s| s.0 < hi)
