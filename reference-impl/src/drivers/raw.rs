@@ -487,7 +487,8 @@ impl RawPort {
     /// timers came due, so an acknowledgement that waited in the socket
     /// must not lose the race against the retransmission timeout it
     /// stops (on a loaded machine, a process waits milliseconds for a
-    /// core). The timers fire right after, in [`Self::take_from`].
+    /// core). The timers fire right after, in [`Self::take_from`], and
+    /// what the device queued meanwhile leaves after the catch-up.
     fn catch_up(&mut self, device: &mut Device, now: u64) {
         let mac = device.config().mac;
         let mut handed = false;
@@ -496,11 +497,14 @@ impl RawPort {
                 Ok(Rx::Frame(len)) => {
                     device.handle_frame(now, &self.rx_buf[..len]);
                     handed = true;
+                    // Queued, not sent, until the catch-up is over: every
+                    // frame of it is handed over at the same `now`, so an
+                    // answer to a frame sent now, read before the end,
+                    // would give the device an RTT sample of 0 (which as
+                    // an MP requester's smallest sample made every later
+                    // one late, §7.12, and cwnd never grew again).
                     while let Some(frame) = device.poll_transmit() {
                         self.tx_queue.push(frame);
-                        if self.tx_queue.len() >= SEND_BATCH {
-                            self.send_queued();
-                        }
                     }
                 }
                 Ok(Rx::Skipped) => {}
