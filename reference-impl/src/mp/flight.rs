@@ -238,14 +238,18 @@ mod tests {
             x ^= x << 17;
             match x % 7 {
                 0..=2 => {
-                    let span = if x % 11 == 0 { 1 + (x >> 8) % 40 } else { 1 };
+                    let span = if x.is_multiple_of(11) {
+                        1 + (x >> 8) % 40
+                    } else {
+                        1
+                    };
                     m.insert(next, unit(span as u32, step));
                     b.insert(next, unit(span as u32, step));
                     next += span;
                 }
                 3 | 4 => {
                     // The oldest, or one at random.
-                    let key = if x % 2 == 0 {
+                    let key = if x.is_multiple_of(2) {
                         b.keys().next().copied()
                     } else {
                         b.keys().nth((x >> 5) as usize % b.len().max(1)).copied()
