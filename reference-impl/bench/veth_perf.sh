@@ -13,6 +13,15 @@
 # constants). Namespaces are named NS_PREFIX-<pid>-{a,b} (NS_PREFIX
 # defaults to mr-perf). Frames:
 # MTU 9000 / PMTU 4096 when the veth takes MTU 9000, else 1500 / 1024.
+# A mode may carry the suffix `:frame` (e.g. `mp-write:frame`): the same
+# mode with `--service-per-frame` (the driver services the device after
+# every received frame, as before 2026-11-30, instead of once per receive
+# batch), for comparisons side by side.
+# The suffix `:alt` runs the mode with the binary ALT_BIN instead (e.g. a
+# build of an earlier commit, `mp-write:alt`), for before/after side by side.
+# PIN=1 pins the client (the sender of the blast, the requester) to CPU
+# PIN_CLIENT_CPU (0) and the server to PIN_SERVER_CPU (1) with taskset, for
+# the blast and every mode alike; by default the scheduler places them.
 # Prints each run's two JSON summaries on stderr, then a table of medians
 # and the ratio to the blast. `blast` is the rate the receiver counted (the
 # ceiling); `blast-tx` what the sender pushed into its socket (the
@@ -35,6 +44,10 @@ MP_REORDER=${MP_REORDER:-3}
 MP_ACK_COALESCE_US=${MP_ACK_COALESCE_US:-8}
 MP_TARGET_QDELAY_US=${MP_TARGET_QDELAY_US:-10}
 MODES=${MODES:-"blast write read send mp-write mp-read mp-send"}
+ALT_BIN=${ALT_BIN:-}
+PIN=${PIN:-0}
+PIN_CLIENT_CPU=${PIN_CLIENT_CPU:-0}
+PIN_SERVER_CPU=${PIN_SERVER_CPU:-1}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BIN=${BIN:-$ROOT/target/release/metaroce-ref}
@@ -45,6 +58,11 @@ if [ -z "${NO_BUILD:-}" ]; then
     (cd "$ROOT" && cargo build --release -q -p metaroce-ref)
 fi
 [ -x "$BIN" ] || { echo "veth_perf: no binary at $BIN" >&2; exit 2; }
+PIN_CLI=(); PIN_SRV=()
+if [ "$PIN" = 1 ]; then
+    command -v taskset >/dev/null || { echo "veth_perf: PIN=1 needs taskset" >&2; exit 2; }
+    PIN_CLI=(taskset -c "$PIN_CLIENT_CPU"); PIN_SRV=(taskset -c "$PIN_SERVER_CPU")
+fi
 
 ID="${NS_PREFIX:-mr-perf}-$$"
 NSA="$ID-a"; NSB="$ID-b"
@@ -84,26 +102,28 @@ sleep 0.5
 # run_pair MODE I: one measurement; sets G to the gbps figure. Not run in a
 # subshell, so that PIDS reaches the cleanup trap.
 run_pair() {
-    local mode=$1 i=$2 common extra srv cli
+    local mode=$1 i=$2 common extra srv cli base=${1%%:*} bin=$BIN
     common=(--size "$SIZE" --pmtu "$PMTU" --timeout-secs $((DURATION + 30)))
+    case "$mode" in *:frame*) common+=(--service-per-frame) ;; esac
+    case "$mode" in *:alt*) bin=$ALT_BIN ;; esac
     rm -f "$DIR"/*.json
-    if [ "$mode" = blast ]; then
+    if [ "$base" = blast ]; then
         extra=(--blast --duration "$DURATION")
     else
-        local op=${mode#mp-} profile=base
-        [ "$op" != "$mode" ] && profile=mp
+        local op=${base#mp-} profile=base
+        [ "$op" != "$base" ] && profile=mp
         extra=(--op "$op" --profile "$profile" --mp-window "$MP_WINDOW" --mp-rto-min-us "$MP_RTO_MIN_US" \
             --mp-reorder-threshold "$MP_REORDER" --mp-ack-coalesce-us "$MP_ACK_COALESCE_US" \
             --mp-target-qdelay-us "$MP_TARGET_QDELAY_US" \
             --duration "$DURATION" --depth "$DEPTH" --window "$WINDOW")
     fi
     srv="$DIR/$mode-$i-server"; cli="$DIR/$mode-$i-client"
-    timeout $((DURATION + 40)) ip netns exec "$NSB" "$BIN" perf --iface veth1 --role server \
+    timeout $((DURATION + 40)) ip netns exec "$NSB" "${PIN_SRV[@]}" "$bin" perf --iface veth1 --role server \
         --ip 10.99.0.2 --peer-mac "$MAC_A" --peer-ip 10.99.0.1 \
         --info-out "$DIR/server.json" --info-in "$DIR/client.json" \
         "${common[@]}" "${extra[@]}" >"$srv.out" 2>"$srv.err" &
     local spid=$!; PIDS+=("$spid")
-    timeout $((DURATION + 40)) ip netns exec "$NSA" "$BIN" perf --iface veth0 --role client \
+    timeout $((DURATION + 40)) ip netns exec "$NSA" "${PIN_CLI[@]}" "$bin" perf --iface veth0 --role client \
         --ip 10.99.0.1 --peer-mac "$MAC_B" --peer-ip 10.99.0.2 \
         --info-out "$DIR/client.json" --info-in "$DIR/server.json" \
         "${common[@]}" "${extra[@]}" >"$cli.out" 2>"$cli.err" &
@@ -128,6 +148,7 @@ run_pair() {
 
 median() { tr ' ' '\n' | awk '$1 != "" && $1 != "nan"' | sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 declare -A RESULTS RETRANS
 for i in $(seq 1 "$RUNS"); do          # interleaved: drift hits every mode
     for mode in $MODES; do
@@ -147,14 +168,19 @@ done
 echo
 echo "veth_perf: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "link: veth MTU $MTU, PMTU $PMTU; message $SIZE B; depth $DEPTH; window $WINDOW; mp_window $MP_WINDOW, mp_rto_min $MP_RTO_MIN_US us, mp_reorder_threshold $MP_REORDER, mp_ack_coalesce_time $MP_ACK_COALESCE_US us, mp_target_qdelay $MP_TARGET_QDELAY_US us; $RUNS x ${DURATION} s per mode"
-echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$PIN" = 1 ]; then
+    echo "pinned: client (blast sender, requester) on CPU $PIN_CLIENT_CPU, server on CPU $PIN_SERVER_CPU"
+else
+    echo "not pinned (PIN=1 pins client and server to two CPUs)"
+fi
 BLAST=$(echo "${RESULTS[blast]:-}" | median)
-printf '%-8s %12s %10s %10s  %s\n' mode "median Gb/s" "MiB/s" "vs blast" "runs (Gb/s) | retransmitted"
+printf '%-14s %12s %10s %10s  %s\n' mode "median Gb/s" "MiB/s" "vs blast" "runs (Gb/s) | retransmitted"
 SHOW=$MODES
 case " $MODES " in *" blast "*) SHOW=$(echo "$MODES" | sed 's/blast/blast blast-tx/') ;; esac
 for mode in $SHOW; do
     m=$(echo "${RESULTS[$mode]}" | median)
     mib=$(awk -v g="$m" 'BEGIN { if (g == "nan") print "nan"; else printf "%.0f", g * 1e9 / 8 / 1048576 }')
     ratio=$(awk -v g="$m" -v b="$BLAST" 'BEGIN { if (g == "nan" || b == "nan" || b == 0) print "-"; else printf "%.1f %%", 100 * g / b }')
-    printf '%-8s %12s %10s %10s  %s | %s\n' "$mode" "$m" "$mib" "$ratio" "${RESULTS[$mode]# }" "${RETRANS[$mode]:-}"
+    printf '%-14s %12s %10s %10s  %s | %s\n' "$mode" "$m" "$mib" "$ratio" "${RESULTS[$mode]# }" "${RETRANS[$mode]:-}"
 done

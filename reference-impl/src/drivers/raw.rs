@@ -121,6 +121,37 @@ pub struct RawConfig {
     /// fires the timers first, as before; the programs that move data use
     /// [`CATCH_UP_AFTER`].
     pub catch_up_after: Option<Duration>,
+    /// How [`RawPort::receive`] services the device within one batch of
+    /// received frames: after every frame ([`Service::PerFrame`], the
+    /// default: the device sees the calls of a loop that turned once per
+    /// frame) or once the batch is in ([`Service::PerBatch`]: the programs
+    /// that move data). See [`Service`].
+    pub service: Service,
+}
+
+/// When [`RawPort::receive`] fires the device's timers and takes what it
+/// queued, relative to the frames of one receive batch (at most
+/// [`RX_BATCH`] frames already waiting in the socket, read without a wait).
+///
+/// Either way the frames queued during a batch leave together when the
+/// batch is in (one `sendmmsg`); what differs is what the device is asked
+/// for in between. Per frame, a responder that is polled after every frame
+/// builds an acknowledgement whenever its coalescing timer (MP:
+/// `mp_ack_coalesce_time`) has run out, and those acknowledgements then
+/// leave at once, each superseded by the next. Per batch, the device is
+/// handed every frame of the batch first (each at the time it is read),
+/// then its due timers fire and its output is taken once: an MP responder
+/// then sends one plain acknowledgement for the batch (a plain MP ACK
+/// queued and not yet taken is replaced by a later one), leaving at the
+/// same moment as the per-frame ones would have, and covering what they
+/// covered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Service {
+    /// Timers and `poll_transmit` after every frame.
+    #[default]
+    PerFrame,
+    /// Timers and `poll_transmit` once per receive batch.
+    PerBatch,
 }
 
 impl Default for RawConfig {
@@ -133,6 +164,7 @@ impl Default for RawConfig {
             ipv4_only: false,
             socket_rx_buffer: 4 << 20,
             catch_up_after: None,
+            service: Service::PerFrame,
         }
     }
 }
@@ -295,6 +327,8 @@ pub struct RawPort {
     /// When the device's timers were last given their turn (ns, the
     /// device's clock), for `catch_up_after`.
     last_service: Option<u64>,
+    /// [`RawConfig::service`].
+    service: Service,
 }
 
 impl fmt::Debug for RawPort {
@@ -336,6 +370,7 @@ impl RawPort {
                 .catch_up_after
                 .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
             last_service: None,
+            service: config.service,
         })
     }
 
@@ -452,7 +487,8 @@ impl RawPort {
     /// timers came due, so an acknowledgement that waited in the socket
     /// must not lose the race against the retransmission timeout it
     /// stops (on a loaded machine, a process waits milliseconds for a
-    /// core). The timers fire right after, in [`Self::take_from`].
+    /// core). The timers fire right after, in [`Self::take_from`], and
+    /// what the device queued meanwhile leaves after the catch-up.
     fn catch_up(&mut self, device: &mut Device, now: u64) {
         let mac = device.config().mac;
         let mut handed = false;
@@ -461,11 +497,14 @@ impl RawPort {
                 Ok(Rx::Frame(len)) => {
                     device.handle_frame(now, &self.rx_buf[..len]);
                     handed = true;
+                    // Queued, not sent, until the catch-up is over: every
+                    // frame of it is handed over at the same `now`, so an
+                    // answer to a frame sent now, read before the end,
+                    // would give the device an RTT sample of 0 (which as
+                    // an MP requester's smallest sample made every later
+                    // one late, §7.12, and cwnd never grew again).
                     while let Some(frame) = device.poll_transmit() {
                         self.tx_queue.push(frame);
-                        if self.tx_queue.len() >= SEND_BATCH {
-                            self.send_queued();
-                        }
                     }
                 }
                 Ok(Rx::Skipped) => {}
@@ -577,12 +616,14 @@ impl RawPort {
     /// Waits at most `timeout` for a frame, then hands it and the frames
     /// queued behind it (at most [`RX_BATCH`] in all, without waiting
     /// again) that are addressed to `device` to it, each at
-    /// `clock.now_ns()`. After each frame the device's due timers fire and
-    /// what it queued is taken, as if the loop had turned once per frame
-    /// (the device sees the same calls, so it acknowledges exactly as it
-    /// would frame by frame); it is sent once the batch is in, in
-    /// [`SEND_BATCH`]es. Returns whether a frame was handed over; an error
-    /// only when receiving has failed for good.
+    /// `clock.now_ns()`. With [`Service::PerFrame`] the device's due timers
+    /// fire and what it queued is taken after each frame, as if the loop
+    /// had turned once per frame (the device sees the same calls, so it
+    /// acknowledges exactly as it would frame by frame); with
+    /// [`Service::PerBatch`], once after the last frame of the batch.
+    /// Either way it is sent once the batch is in, in [`SEND_BATCH`]es.
+    /// Returns whether a frame was handed over; an error only when
+    /// receiving has failed for good.
     pub fn receive(
         &mut self,
         device: &mut Device,
@@ -597,16 +638,24 @@ impl RawPort {
                 Ok(Rx::Frame(len)) => {
                     let now = clock.now_ns();
                     device.handle_frame(now, &self.rx_buf[..len]);
-                    self.take_from(device, now);
+                    if self.service == Service::PerFrame {
+                        self.take_from(device, now);
+                    }
                     handed = true;
                 }
                 Ok(Rx::Skipped) => {}
                 Ok(Rx::Empty) => break,
                 Err(e) => {
+                    if handed && self.service == Service::PerBatch {
+                        self.take_from(device, clock.now_ns());
+                    }
                     self.send_queued();
                     return Err(e);
                 }
             }
+        }
+        if handed && self.service == Service::PerBatch {
+            self.take_from(device, clock.now_ns());
         }
         self.send_queued();
         Ok(handed)

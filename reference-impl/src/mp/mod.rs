@@ -6,12 +6,14 @@
 //! without it stays Base in every respect (MR-MPN-2).
 //!
 //! Files by concern: `config` (§7.1, §10.3), `entropy` (§7.4), `probe`
-//! (§7.13), `rtt` (§7.7), `loss` (§7.8), `cc` (§7.12), `sack` (§7.6,
-//! §7.11), `requester/` and `responder/`.
+//! (§7.13), `rtt` (§7.7), `loss` (§7.8), `flight` (the requester's units
+//! by PSN and by transmission order), `cc` (§7.12), `sack` (§7.6, §7.11),
+//! `requester/` and `responder/`.
 
 pub(crate) mod cc;
 pub mod config;
 pub(crate) mod entropy;
+pub(crate) mod flight;
 pub(crate) mod loss;
 pub(crate) mod probe;
 pub(crate) mod requester;

@@ -4,7 +4,7 @@
 
 use crate::peer::fresh_seed;
 use core::net::Ipv4Addr;
-use metaroce_ref::drivers::raw::{CATCH_UP_AFTER, RawConfig, RawDriver, interface_mac};
+use metaroce_ref::drivers::raw::{CATCH_UP_AFTER, RawConfig, RawDriver, Service, interface_mac};
 use metaroce_ref::{
     Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MrInfo, PdHandle, QpAttrs,
     QpInit, QpState, QpType, RecvWr, Sge,
@@ -57,6 +57,10 @@ pub(crate) struct DeviceOptions<'a> {
     pub window: Option<u32>,
     /// Driver tick (the driver's default when `None`).
     pub tick_ms: Option<u64>,
+    /// Service the device after every received frame instead of once per
+    /// receive batch (`RawConfig::service`; `perf --service-per-frame`,
+    /// for comparisons).
+    pub per_frame: bool,
 }
 
 /// Opens a device on an interface behind the raw-socket driver.
@@ -79,6 +83,14 @@ pub(crate) fn open_device(o: &DeviceOptions<'_>) -> Result<RawDriver, String> {
         // Frames that waited while the process was off the CPU before
         // timers (a spurious retransmission timeout otherwise).
         catch_up_after: Some(CATCH_UP_AFTER),
+        // One acknowledgement per receive batch rather than one per
+        // coalescing interval of the time the batch takes to read, all
+        // leaving together at its end.
+        service: if o.per_frame {
+            Service::PerFrame
+        } else {
+            Service::PerBatch
+        },
         ..RawConfig::default()
     };
     if let Some(ms) = o.tick_ms {

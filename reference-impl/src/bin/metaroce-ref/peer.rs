@@ -377,6 +377,7 @@ fn setup(args: &PeerArgs, deadline: Instant) -> Result<Setup, String> {
         seed: args.seed,
         window: Some(args.window),
         tick_ms: Some(args.tick_ms),
+        per_frame: false,
     })?;
     let dev = driver.device_mut();
     let qp = create_rc_qp(dev, false)?;

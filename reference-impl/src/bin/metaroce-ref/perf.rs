@@ -180,6 +180,11 @@ pub struct PerfArgs {
     /// Driver tick in milliseconds (longest wait for a frame; 0 busy-polls).
     #[arg(long, default_value_t = 1)]
     tick_ms: u64,
+    /// Service the device after every received frame (timers, then what it
+    /// queued) rather than once per receive batch (the default), as the
+    /// agent does: for comparing the two (`RawConfig::service`).
+    #[arg(long)]
+    service_per_frame: bool,
     /// 64 hex digits seeding PSNs, keys and QPNs (default: /dev/urandom).
     #[arg(long, value_parser = parse_seed)]
     seed: Option<[u8; 32]>,
@@ -211,6 +216,14 @@ pub fn main(args: &PerfArgs) -> ExitCode {
             (false, role) => base(args, role, deadline, &mut summary),
         }
     };
+    if !args.blast {
+        summary["service"] = json!(if args.service_per_frame {
+            "per-frame"
+        } else {
+            "per-batch"
+        });
+    }
+    summary["cpu"] = cpu_report();
     crate::endpoint::finish(
         &format!("metaroce-ref perf ({:?})", args.role),
         start,
@@ -220,6 +233,27 @@ pub fn main(args: &PerfArgs) -> ExitCode {
 }
 
 // ---- Reporting ---------------------------------------------------------
+
+/// The process's time on a CPU and waiting for one, from
+/// `/proc/self/schedstat` (Linux, `CONFIG_SCHED_INFO`): `on_cpu_s`
+/// includes the kernel's work done in the process's context (sending a
+/// frame over a veth delivers it to the peer's socket in the sender's
+/// softirq), `runqueue_wait_s` is time runnable but not running (the other
+/// processes on the machine's cores). `null` where unavailable.
+fn cpu_report() -> Value {
+    let Ok(text) = std::fs::read_to_string("/proc/self/schedstat") else {
+        return Value::Null;
+    };
+    let mut f = text.split_whitespace().map(str::parse::<u64>);
+    match (f.next(), f.next(), f.next()) {
+        (Some(Ok(run)), Some(Ok(wait)), Some(Ok(slices))) => json!({
+            "on_cpu_s": round3(run as f64 / 1e9),
+            "runqueue_wait_s": round3(wait as f64 / 1e9),
+            "timeslices": slices,
+        }),
+        _ => Value::Null,
+    }
+}
 
 /// Goodput figures of `bytes` in `secs`.
 fn rates(bytes: u64, messages: u64, secs: f64) -> Value {
@@ -412,6 +446,7 @@ fn connect(args: &PerfArgs, role: Role, deadline: Instant) -> Result<Conn, Strin
         seed: args.seed,
         window: Some(args.window),
         tick_ms: Some(args.tick_ms),
+        per_frame: args.service_per_frame,
     })?;
     let dev = driver.device_mut();
     let qp = create_rc_qp(dev, false)?;

@@ -202,6 +202,7 @@ fn run(args: &PingpongArgs, summary: &mut Value) -> Result<(), String> {
         seed: args.seed,
         window: None,
         tick_ms: None,
+        per_frame: false,
     })?;
     let dev = driver.device_mut();
     let qp = create_rc_qp(dev, true)?;

@@ -31,6 +31,7 @@ impl MpRequester {
         if !env.enter_err {
             self.complete_front(cfg, env);
         }
+        self.prune_tx();
     }
 
     /// Echoed entropy and timestamp: RTT sample (MR-MPL-1), probe answers
@@ -83,7 +84,7 @@ impl MpRequester {
         }
         // Every unit before c + 1, in PSN order, without collecting them.
         let mut from = 0;
-        while let Some(key) = self.units.range(from..cum).next().map(|(&k, _)| k) {
+        while let Some(key) = self.units.first_in(from, cum) {
             self.ack_unit(key, acked);
             from = key + 1;
         }
@@ -124,9 +125,11 @@ impl MpRequester {
                 {
                     let mut lost: Vec<u64> = self
                         .by_tx
-                        .range(..t)
-                        .map(|(_, &k)| k)
-                        .filter(|k| {
+                        .iter()
+                        .take_while(|&(seq, _)| seq < t)
+                        .filter(|&(seq, key)| self.live(seq, key))
+                        .map(|(_, key)| key)
+                        .filter(|&k| {
                             self.units
                                 .get(k)
                                 .is_some_and(|u| u.state == UnitState::InFlight)
@@ -140,7 +143,7 @@ impl MpRequester {
             }
             0x20..=0x3F => {
                 // MR-MPP-18.
-                let Some(unit) = base.and_then(|b| self.units.get(&b)) else {
+                let Some(unit) = base.and_then(|b| self.units.get(b)) else {
                     return;
                 };
                 if cfg.rnr_retry != 7 {
@@ -157,7 +160,7 @@ impl MpRequester {
                 if let Some(b) = base
                     && self
                         .units
-                        .get(&b)
+                        .get(b)
                         .is_some_and(|u| u.state == UnitState::InFlight)
                 {
                     self.deem_lost(b, LossRule::Trim, now, env);
@@ -201,13 +204,12 @@ impl MpRequester {
         // A unit starting before the bitmap may span into it (a READ).
         let before = self
             .units
-            .range(..base)
-            .next_back()
-            .map(|(&k, u)| (k, k + u64::from(u.span)));
+            .last_before(base)
+            .map(|(k, u)| (k, k + u64::from(u.span)));
         let within = self
             .units
-            .range(base..end)
-            .map(|(&k, u)| (k, k + u64::from(u.span)));
+            .range(base, end)
+            .map(|(k, u)| (k, k + u64::from(u.span)));
         for (key, stop) in before.into_iter().chain(within) {
             if s.sack_bitmap & bits(key, stop) != 0 && n < hit.len() {
                 hit[n] = key;
@@ -223,7 +225,7 @@ impl MpRequester {
     /// flight; READ requests wait for responses; atomics for their
     /// acknowledgement (MR-MPP-14).
     pub(super) fn ack_unit(&mut self, key: u64, acked: &mut Acked) {
-        let Some(u) = self.units.get(&key).copied() else {
+        let Some(u) = self.units.get(key).copied() else {
             return;
         };
         if u.state == UnitState::Sacked {
@@ -236,11 +238,11 @@ impl MpRequester {
                 self.in_flight = self.in_flight.saturating_sub(u.bytes);
             }
             self.retx.remove(&key);
-            if let Some(unit) = self.units.get_mut(&key) {
+            if let Some(unit) = self.units.get_mut(key) {
                 unit.state = UnitState::Sacked;
-                if !self.by_tx.values().any(|&k| k == key) {
-                    self.by_tx.insert(unit.tx_seq, key);
-                }
+                // Back in the transmission order if it was deemed lost.
+                let seq = unit.tx_seq;
+                self.by_tx.insert(seq, key);
             }
             return;
         }

@@ -13,6 +13,7 @@ mod send;
 use super::cc::{Cwnd, LossKind};
 use super::config::MpConfig;
 use super::entropy::EntropySet;
+use super::flight::{TxOrder, UnitMap};
 use super::loss::{LossRule, ReorderWatch, Unit, UnitState};
 use super::probe::Probes;
 use super::rtt::RttEstimator;
@@ -21,7 +22,7 @@ use crate::error::VerbsError;
 use crate::qp::{Env, QpConfig};
 use crate::wr::{SendWr, WrOp};
 use metaroce_codec::Psn;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 /// One send work request of an MP QP.
 #[derive(Clone, Debug)]
@@ -116,10 +117,11 @@ pub(crate) struct MpRequester {
     /// First index not cumulatively acknowledged (c + 1).
     pub(super) cum_next: u64,
     /// Units sent and not acknowledged, by first PSN index.
-    pub(super) units: BTreeMap<u64, Unit>,
+    pub(super) units: UnitMap,
     /// In-flight units (and atomics awaiting their acknowledgement) by
-    /// transmission order, for the RTO.
-    pub(super) by_tx: BTreeMap<u64, u64>,
+    /// transmission order, for the RTO and rule (a); an entry counts only
+    /// while [`Self::live`].
+    pub(super) by_tx: TxOrder,
     /// Units deemed lost, to retransmit.
     pub(super) retx: BTreeSet<u64>,
     pub(super) tx_seq: u64,
@@ -161,8 +163,8 @@ impl MpRequester {
             next_msn: 0,
             sent_end: 0,
             cum_next: 0,
-            units: BTreeMap::new(),
-            by_tx: BTreeMap::new(),
+            units: UnitMap::default(),
+            by_tx: TxOrder::default(),
             retx: BTreeSet::new(),
             tx_seq: 0,
             in_flight: 0,
@@ -413,8 +415,7 @@ impl MpRequester {
 
     /// Removes a unit from the flight (acknowledged).
     pub(super) fn unit_acked(&mut self, key: u64) -> Option<Unit> {
-        let u = self.units.remove(&key)?;
-        self.by_tx.remove(&u.tx_seq);
+        let u = self.units.remove(key)?;
         self.retx.remove(&key);
         if u.state == UnitState::InFlight {
             self.in_flight = self.in_flight.saturating_sub(u.bytes);
@@ -427,7 +428,7 @@ impl MpRequester {
     /// has congestion evidence (MR-MPC-7); a loss by time (rule (b)) has
     /// its timer started at the unit's latest transmission.
     pub(super) fn deem_lost(&mut self, key: u64, rule: LossRule, now: u64, env: &mut Env<'_>) {
-        let Some(u) = self.units.get_mut(&key) else {
+        let Some(u) = self.units.get_mut(key) else {
             return;
         };
         if u.state == UnitState::InFlight {
@@ -441,7 +442,6 @@ impl MpRequester {
             LossRule::Trim => LossKind::Trim,
             LossRule::Timeout => LossKind::Timeout { since: u.tx_time },
         };
-        self.by_tx.remove(&u.tx_seq);
         self.retx.insert(key);
         if rule != LossRule::Trim && self.entropy.retire(v) {
             self.probes.on_retire(v, now);
@@ -456,9 +456,9 @@ impl MpRequester {
         let rto = self.rtt.rto();
         let oldest = self
             .by_tx
-            .values()
-            .next()
-            .and_then(|k| self.units.get(k))
+            .iter()
+            .find(|&(seq, key)| self.live(seq, key))
+            .and_then(|(_, key)| self.units.get(key))
             .map(|u| u.tx_time + rto);
         let reads = self
             .sq
@@ -484,7 +484,7 @@ impl MpRequester {
                     .units
                     .iter()
                     .filter(|(_, u)| u.msn == msn && u.state == UnitState::InFlight)
-                    .map(|(&k, _)| k)
+                    .map(|(k, _)| k)
                     .collect();
                 for key in keys {
                     self.requeue(key);
@@ -493,11 +493,13 @@ impl MpRequester {
         }
         let rto = self.rtt.rto();
         let mut expired = Vec::new();
-        for (_, &key) in self.by_tx.iter() {
-            match self.units.get(&key) {
+        for (seq, key) in self.by_tx.iter() {
+            if !self.live(seq, key) {
+                continue;
+            }
+            match self.units.get(key) {
                 Some(u) if u.tx_time + rto <= now => expired.push(key),
-                Some(_) => break,
-                None => {}
+                _ => break,
             }
         }
         let mut reads = Vec::new();
@@ -516,7 +518,7 @@ impl MpRequester {
         let counted = !expired.is_empty()
             || reads
                 .iter()
-                .any(|&i| self.units.range(..self.sq[i].first).next().is_none());
+                .any(|&i| self.units.first_in(0, self.sq[i].first).is_none());
         if counted {
             env.counters.local_ack_timeouts += 1;
             self.rtt.expired();
@@ -531,7 +533,7 @@ impl MpRequester {
             for key in expired {
                 if self
                     .units
-                    .get(&key)
+                    .get(key)
                     .is_some_and(|u| u.state == UnitState::Sacked)
                 {
                     self.resend_atomic(key);
@@ -548,6 +550,7 @@ impl MpRequester {
             self.probe_now.push_back(v);
             env.counters.mp_probes_sent += 1;
         }
+        self.prune_tx();
     }
 
     /// MR-MPP-14: an atomic whose PSN is acknowledged and whose Atomic
@@ -558,25 +561,44 @@ impl MpRequester {
     /// waits to execute it until every earlier message is placed
     /// (MR-MPP-7), not a loss on its path.
     fn resend_atomic(&mut self, key: u64) {
-        if let Some(u) = self.units.get_mut(&key) {
+        if let Some(u) = self.units.get_mut(key) {
             u.state = UnitState::Lost;
             u.lost_by = Some(LossRule::Timeout);
-            self.by_tx.remove(&u.tx_seq);
             self.retx.insert(key);
         }
     }
 
     /// A unit to resend without a loss verdict (RNR).
     fn requeue(&mut self, key: u64) {
-        if let Some(u) = self.units.get_mut(&key) {
+        if let Some(u) = self.units.get_mut(key) {
             if u.state == UnitState::InFlight {
                 self.in_flight = self.in_flight.saturating_sub(u.bytes);
             }
             u.state = UnitState::Lost;
             u.lost_by = None;
-            self.by_tx.remove(&u.tx_seq);
             self.retx.insert(key);
         }
+    }
+
+    /// Whether the transmission of order `seq` of unit `key` is still in
+    /// [`Self::by_tx`]: the unit is held, that is its latest transmission,
+    /// and it is in flight or an atomic awaiting its acknowledgement (not
+    /// deemed lost).
+    pub(super) fn live(&self, seq: u64, key: u64) -> bool {
+        self.units
+            .get(key)
+            .is_some_and(|u| u.tx_seq == seq && u.state != UnitState::Lost)
+    }
+
+    /// Drops the transmissions at the front of [`Self::by_tx`] that no
+    /// longer count (acknowledged, deemed lost or sent again).
+    pub(super) fn prune_tx(&mut self) {
+        let units = &self.units;
+        self.by_tx.prune(|seq, key| {
+            units
+                .get(key)
+                .is_some_and(|u| u.tx_seq == seq && u.state != UnitState::Lost)
+        });
     }
 
     /// New PSNs were acknowledged: the retry budget and RTO doubling reset.

@@ -123,8 +123,8 @@ impl MpRequester {
         // and before.
         let keys: Vec<u64> = self
             .units
-            .range(..first + u64::from(npsn))
-            .map(|(&k, _)| k)
+            .range(0, first + u64::from(npsn))
+            .map(|(k, _)| k)
             .collect();
         let mut acked = Acked::default();
         for key in keys {
@@ -170,7 +170,7 @@ impl MpRequester {
         let Some(w) = self.sq.get_mut(i) else { return };
         let since = w.activity;
         w.activity = now;
-        if self.units.contains_key(&w.first) {
+        if self.units.contains_key(w.first) {
             return; // the request itself is unacknowledged: its RTO resends it
         }
         w.rereq.clear();

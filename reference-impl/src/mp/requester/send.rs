@@ -70,19 +70,19 @@ impl MpRequester {
         env: &mut Env<'_>,
     ) -> Option<Option<Vec<u8>>> {
         while let Some(&key) = self.retx.first() {
-            let Some(u) = self.units.get(&key).copied() else {
+            let Some(u) = self.units.get(key).copied() else {
                 self.retx.remove(&key);
                 continue;
             };
             let Some(i) = self.wqe_at(key) else {
                 self.retx.remove(&key);
-                self.units.remove(&key);
+                self.units.remove(key);
                 continue;
             };
             // MR-MPC-1, with one liveness exception: the oldest outstanding
             // PSN may always be resent, since READ response bytes counted in
             // flight can wait for it (a READ executes after it is placed).
-            let oldest = self.units.keys().next() == Some(&key);
+            let oldest = self.units.first_key() == Some(key);
             if !oldest && !self.cc.allows(self.in_flight, u.bytes) {
                 return Some(None);
             }
@@ -103,7 +103,7 @@ impl MpRequester {
                 w.asked.fill(env.now as u32);
                 w.activity = env.now;
             }
-            if let Some(u) = self.units.get_mut(&key) {
+            if let Some(u) = self.units.get_mut(key) {
                 u.tx_time = env.now;
                 u.tx_seq = seq;
                 u.entropy = v;
@@ -113,6 +113,7 @@ impl MpRequester {
                 self.in_flight += u.bytes;
             }
             self.by_tx.insert(seq, key);
+            self.prune_tx();
             env.counters.retransmitted_packets += 1;
             if let Some(rule) = u.lost_by {
                 rule.count(env.counters);
