@@ -15,11 +15,10 @@
 //! header per frame, and the mapping's page faults; one thread at a time)
 //! and then inspects that batch itself (borrowing the frames' bytes:
 //! nothing is copied), while the bytes the reading touched are still in
-//! its core's cache, and posts the result under the batch's number. (Handing
-//! batches read on one core to another to inspect cost a third more CPU on
-//! small frames.) The calling thread absorbs the results in batch order;
-//! when the next one is not ready, it does not wait idle but reads and
-//! inspects a batch itself. So on a capture whose per-frame work dominates
+//! its core's cache, and posts the result under the batch's number. The
+//! calling thread absorbs the results in batch order; when the next one is
+//! not ready, it does not wait idle but reads and inspects a batch itself.
+//! Absorbed batches' vectors go back to a spare pool for later reads. So on a capture whose per-frame work dominates
 //! (large frames: the ICRC) every thread inspects, on one whose ordered
 //! work dominates (small frames: the judge) the workers read and inspect
 //! and the calling thread only judges, and with `workers` = cores - 1 there
