@@ -291,6 +291,9 @@ impl Judges {
                     self.streak.clear(); // B's frames may reach A
                     pair.deliver(B, 1 + inp.pick(8), inp);
                     for f in std::mem::take(&mut pair.delivered[A]) {
+                        if self.trace {
+                            eprintln!("  at A: {}", describe_mp(&f));
+                        }
                         self.mp.a_received(pair, &f, pair.now)?;
                     }
                 }
@@ -494,6 +497,15 @@ impl Judges {
         let (rx, received) = self.rx.receive(wire, pair.now);
         self.rx = rx;
         let verdict = received.verdict;
+        if self.trace {
+            let v = match &verdict {
+                Verdict::Deliver(d) => format!("deliver to {:#x}", d.qpn),
+                Verdict::Drop(d) => format!("drop {:?}", d.counter),
+                Verdict::NotMetaRoce => "not MetaRoCE".to_string(),
+            };
+            let how = if injected { "injected" } else { "from A" };
+            eprintln!("  at B ({how}, {v}): {}", describe_mp(wire));
+        }
         let unchanging = self
             .mp
             .unchanging_at_b(pair, wire)
@@ -525,6 +537,9 @@ impl Judges {
         self.invalidated_by_mp(pair, &wcs);
         let after = counters(&pair.nodes[B].dev);
         for f in &sent {
+            if self.trace {
+                eprintln!("  B sent: {}", describe_mp(f));
+            }
             self.mp.b_sent(pair, f)?;
             pair.links[B].push_back(f.clone());
         }
@@ -1204,6 +1219,18 @@ pub fn describe(wire: &[u8]) -> String {
         },
         Err(e) => format!("an undecodable frame ({e})"),
     }
+}
+
+/// [`describe`] with the MP extension headers (MPETH, SACKETH) of an MP
+/// frame (traces).
+fn describe_mp(wire: &[u8]) -> String {
+    let mp = Frame::parse(wire, &ParseOptions::default())
+        .ok()
+        .and_then(|f| f.roce)
+        .filter(|p| p.ext.mpeth.is_some() || p.ext.sacketh.is_some())
+        .map(|p| format!(" {:?} {:?}", p.ext.mpeth, p.ext.sacketh))
+        .unwrap_or_default();
+    format!("{}{mp}", describe(wire))
 }
 
 fn state(s: RefState) -> QpState {

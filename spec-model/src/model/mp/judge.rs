@@ -483,13 +483,18 @@ impl MpJudge {
             }
         }
         // MR-MPA-4: bits only for PSNs that were sent (within the capture),
-        // a READ request's n reserved PSNs included (MR-MPR-2).
+        // a READ request's n reserved PSNs included (MR-MPR-2). A PSN at or
+        // before the latest cumulative ACK PSN seen was sent too: its
+        // transmission was forgotten as acknowledged, and an ACK the network
+        // delivered out of order (older cumulative PSN, MR-MPA-3's concern)
+        // may still report it in its bitmap.
         if let Some(first) = self.first_psn {
             for i in 0..64u32 {
                 let q = s.sack_base_psn.add(i);
                 if s.is_sacked(q)
                     && !q.is_before(first)
                     && q.is_after(cum)
+                    && !self.cum_acked(q)
                     && !self
                         .sent
                         .iter()
@@ -732,6 +737,58 @@ mod tests {
         assert_eq!(
             ids(&j.ack(&c.roce(), 22).findings),
             vec!["MR-MPA-4", "MR-MPA-4"]
+        );
+    }
+
+    /// An older MP ACK the network delivers after a newer one (multipath
+    /// reorders ACKs too): its bitmap reports PSNs the newer ACK already
+    /// acknowledged cumulatively, which the judge has forgotten. They were
+    /// sent, so only the cumulative PSN moving back (MR-MPA-3, which a
+    /// capture of reordered ACKs cannot judge) is reported, not MR-MPA-4.
+    #[test]
+    fn reordered_ack_bits_below_latest_cum_mr_mpa_4() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        for i in 10..14u32 {
+            j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
+        }
+        let base = SackethRepr {
+            syndrome: Syndrome(0x1F),
+            sack_base_psn: Psn::new(10),
+            echoed_entropy: 3,
+            echoed_timestamp: 1011,
+            ..SackethRepr::default()
+        };
+        // The newer ACK first: 10..=12 cumulatively (forgotten by the judge).
+        let newer = wire(ack(
+            12,
+            SackethRepr {
+                sack_base_psn: Psn::new(13),
+                ..base
+            },
+        ));
+        let j = j.ack(&newer.roce(), 20);
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // The older one: nothing cumulative, 11 and 12 in the bitmap.
+        let older = wire(ack(
+            9,
+            SackethRepr {
+                sack_bitmap: 0b011 << 61,
+                ..base
+            },
+        ));
+        let k = j.ack(&older.roce(), 21);
+        assert_eq!(ids(&k.findings), vec!["MR-MPA-3"]);
+        // A bit for a PSN never sent is still reported in such an ACK.
+        let never = wire(ack(
+            9,
+            SackethRepr {
+                sack_bitmap: 0b011 << 61 | 1 << 58,
+                ..base
+            },
+        ));
+        assert_eq!(
+            ids(&j.ack(&never.roce(), 21).findings),
+            vec!["MR-MPA-3", "MR-MPA-4"]
         );
     }
 
