@@ -137,6 +137,33 @@ struct Judges {
     advanced_from: Option<u64>,
 }
 
+/// What the model's receive path (admission, §9.2) knows about node
+/// `node`'s QP of `kind`: its attributes and current state as the device
+/// reports them, the pair's addresses, the reference's features.
+pub fn local_qp(pair: &Pair, node: usize, kind: Kind) -> LocalQp {
+    let n = &pair.nodes[node];
+    let info = n.dev.query_qp(n.qpn(kind)).ok();
+    LocalQp {
+        qp_type: if kind == Kind::Ud {
+            QpType::Ud
+        } else {
+            QpType::Rc
+        },
+        mp: (kind == Kind::Mp).then_some(MpAdmission {
+            trim_dscp: None,
+            trimming: false,
+        }),
+        state: info.map_or(QpState::Reset, |i| state(i.state)),
+        p_key: 0xFFFF,
+        q_key: info.and_then(|i| i.attrs.qkey).unwrap_or(0),
+        features: REF_FEATURES,
+        local_ip: (kind != Kind::Ud).then_some(IpAddr::V4(n.ip)),
+        remote_ip: (kind != Kind::Ud).then_some(IpAddr::V4(pair.nodes[1 - node].ip)),
+        dest_qpn: info.and_then(|i| i.attrs.dest_qpn).unwrap_or(0),
+        pmtu: info.and_then(|i| i.attrs.pmtu).unwrap_or(1024),
+    }
+}
+
 /// Runs one input; `Err` names what the model does not allow.
 pub fn run(data: &[u8]) -> Result<(), String> {
     run_tally(data).map(|_| ())
@@ -204,28 +231,7 @@ pub fn run_tally_with(
 impl Judges {
     fn new(pair: &Pair, mode: Mode) -> Self {
         let b = &pair.nodes[B];
-        let local = |kind: Kind| {
-            let info = b.dev.query_qp(b.qpn(kind)).ok();
-            LocalQp {
-                qp_type: if kind == Kind::Ud {
-                    QpType::Ud
-                } else {
-                    QpType::Rc
-                },
-                mp: (kind == Kind::Mp).then_some(MpAdmission {
-                    trim_dscp: None,
-                    trimming: false,
-                }),
-                state: info.map_or(QpState::Reset, |i| state(i.state)),
-                p_key: 0xFFFF,
-                q_key: info.and_then(|i| i.attrs.qkey).unwrap_or(0),
-                features: REF_FEATURES,
-                local_ip: (kind != Kind::Ud).then_some(IpAddr::V4(b.ip)),
-                remote_ip: (kind != Kind::Ud).then_some(IpAddr::V4(pair.nodes[A].ip)),
-                dest_qpn: info.and_then(|i| i.attrs.dest_qpn).unwrap_or(0),
-                pmtu: info.and_then(|i| i.attrs.pmtu).unwrap_or(1024),
-            }
-        };
+        let local = |kind: Kind| local_qp(pair, B, kind);
         let qps = [Kind::Rc, Kind::Mp, Kind::Ud]
             .into_iter()
             .map(|k| (b.qpn(k), local(k)))
