@@ -129,7 +129,7 @@ impl MpRequester {
                         .filter(|k| {
                             self.units
                                 .get(k)
-                                .is_some_and(|u| u.state == UnitState::InFlight)
+                                .is_some_and(|u| u.state == UnitState::InFlight && !u.psn_acked)
                         })
                         .collect();
                     lost.sort_unstable();
@@ -238,6 +238,7 @@ impl MpRequester {
             self.retx.remove(&key);
             if let Some(unit) = self.units.get_mut(&key) {
                 unit.state = UnitState::Sacked;
+                unit.psn_acked = true;
                 if !self.by_tx.values().any(|&k| k == key) {
                     self.by_tx.insert(unit.tx_seq, key);
                 }
