@@ -378,6 +378,14 @@ impl Judges {
     }
 
     fn capture(&mut self, pair: &mut Pair) -> Result<(), String> {
+        // A frame lost to the link's capacity (a device sent more in one
+        // event than the link holds) is a loss `Strict` mode's
+        // conversation judge does not allow for: it stops, as in the other
+        // modes. (The MP judges and the per-frame judges at B stay sound.)
+        if pair.overflowed != [0; 2] && self.conv.is_some() {
+            self.conv = None;
+            self.resume = false;
+        }
         // The capture point is A's port: A's frames as A sends them, B's as
         // A receives them (so every timestamp is A's own time).
         // Frames A's timers sent during an `Advance` left at some time
