@@ -201,6 +201,60 @@ fn an_acknowledged_atomic_resent_after_the_rto_is_no_loss() {
 }
 
 #[test]
+fn an_acknowledged_atomic_resent_twice_is_still_no_loss() {
+    // MR-MPP-14, MR-MPF-1, MR-MPS-3: as above, but neither resend reaches
+    // the responder, so a second RTO resends the atomic again. Its PSN is
+    // still acknowledged (§7.8: not deemed lost), so the value its first
+    // resend used must not retire either. Before the fix the first resend
+    // made the atomic "in flight" again and the second RTO deemed it lost,
+    // retiring a value with no loss attributable to it, which the
+    // differential fuzz target's MpJudge reported as MR-MPS-3 (the next
+    // round skipped that value; fuzz/artifacts-regressions/differential/
+    // crash-mp-atomic-second-resend-retires).
+    let (mut a, mut b, ea, eb) = mp_pair();
+    let src = a.reg_mr(ea.pd, 4096, Access::LOCAL_WRITE).unwrap();
+    let result = a.reg_mr(ea.pd, 8, Access::LOCAL_WRITE).unwrap();
+    let target = b.reg_mr(eb.pd, 4096, Access::ALL).unwrap();
+    let word = b.reg_mr(eb.pd, 8, Access::ALL).unwrap();
+    let sge = |m: &MrInfo, len: u32| Sge {
+        addr: m.addr,
+        len,
+        lkey: m.lkey,
+    };
+    let add = WrOp::FetchAdd {
+        remote: remote(&word),
+        add: 1,
+    };
+    let write = WrOp::Write(remote(&target));
+    a.post_send(ea.qpn, SendWr::new(1, write, vec![sge(&src, 4096)]))
+        .unwrap();
+    a.post_send(ea.qpn, SendWr::new(2, add, vec![sge(&result, 8)]))
+        .unwrap();
+    let first = drain(&mut a);
+    assert_eq!(first.len(), 2, "one WRITE packet and the atomic");
+    b.handle_frame(0, &first[1]); // the WRITE packet is lost
+    for f in drain(&mut b) {
+        a.handle_frame(0, &f); // the atomic's PSN acknowledged selectively
+    }
+    // Two RTOs (probes may fire in between); nothing A sends arrives.
+    let mut resent = Vec::new();
+    for _ in 0..64 {
+        if a.counters().mp_retx_timeout >= 4 {
+            break;
+        }
+        let t = a.poll_timeout().expect("a timer runs");
+        a.handle_timeout(t);
+        resent.extend(drain(&mut a).into_iter().map(|f| kind(&f)));
+    }
+    let c = a.counters();
+    assert_eq!(c.mp_retx_timeout, 4, "both resent at each RTO: {resent:?}");
+    assert_eq!(
+        c.mp_entropy_retired, 2,
+        "MR-MPF-1: only the WRITE packet's values retire (one per RTO)"
+    );
+}
+
+#[test]
 fn later_reads_responses_reveal_a_lost_last_response() {
     // MR-MPR-6: a response is missing once responses with K distinct later
     // PSNs have arrived "on the QP", not only those of its own READ. The

@@ -137,6 +137,33 @@ struct Judges {
     advanced_from: Option<u64>,
 }
 
+/// What the model's receive path (admission, §9.2) knows about node
+/// `node`'s QP of `kind`: its attributes and current state as the device
+/// reports them, the pair's addresses, the reference's features.
+pub fn local_qp(pair: &Pair, node: usize, kind: Kind) -> LocalQp {
+    let n = &pair.nodes[node];
+    let info = n.dev.query_qp(n.qpn(kind)).ok();
+    LocalQp {
+        qp_type: if kind == Kind::Ud {
+            QpType::Ud
+        } else {
+            QpType::Rc
+        },
+        mp: (kind == Kind::Mp).then_some(MpAdmission {
+            trim_dscp: None,
+            trimming: false,
+        }),
+        state: info.map_or(QpState::Reset, |i| state(i.state)),
+        p_key: 0xFFFF,
+        q_key: info.and_then(|i| i.attrs.qkey).unwrap_or(0),
+        features: REF_FEATURES,
+        local_ip: (kind != Kind::Ud).then_some(IpAddr::V4(n.ip)),
+        remote_ip: (kind != Kind::Ud).then_some(IpAddr::V4(pair.nodes[1 - node].ip)),
+        dest_qpn: info.and_then(|i| i.attrs.dest_qpn).unwrap_or(0),
+        pmtu: info.and_then(|i| i.attrs.pmtu).unwrap_or(1024),
+    }
+}
+
 /// Runs one input; `Err` names what the model does not allow.
 pub fn run(data: &[u8]) -> Result<(), String> {
     run_tally(data).map(|_| ())
@@ -204,28 +231,7 @@ pub fn run_tally_with(
 impl Judges {
     fn new(pair: &Pair, mode: Mode) -> Self {
         let b = &pair.nodes[B];
-        let local = |kind: Kind| {
-            let info = b.dev.query_qp(b.qpn(kind)).ok();
-            LocalQp {
-                qp_type: if kind == Kind::Ud {
-                    QpType::Ud
-                } else {
-                    QpType::Rc
-                },
-                mp: (kind == Kind::Mp).then_some(MpAdmission {
-                    trim_dscp: None,
-                    trimming: false,
-                }),
-                state: info.map_or(QpState::Reset, |i| state(i.state)),
-                p_key: 0xFFFF,
-                q_key: info.and_then(|i| i.attrs.qkey).unwrap_or(0),
-                features: REF_FEATURES,
-                local_ip: (kind != Kind::Ud).then_some(IpAddr::V4(b.ip)),
-                remote_ip: (kind != Kind::Ud).then_some(IpAddr::V4(pair.nodes[A].ip)),
-                dest_qpn: info.and_then(|i| i.attrs.dest_qpn).unwrap_or(0),
-                pmtu: info.and_then(|i| i.attrs.pmtu).unwrap_or(1024),
-            }
-        };
+        let local = |kind: Kind| local_qp(pair, B, kind);
         let qps = [Kind::Rc, Kind::Mp, Kind::Ud]
             .into_iter()
             .map(|k| (b.qpn(k), local(k)))
@@ -291,6 +297,9 @@ impl Judges {
                     self.streak.clear(); // B's frames may reach A
                     pair.deliver(B, 1 + inp.pick(8), inp);
                     for f in std::mem::take(&mut pair.delivered[A]) {
+                        if self.trace {
+                            eprintln!("  at A: {}", describe_mp(&f));
+                        }
                         self.mp.a_received(pair, &f, pair.now)?;
                     }
                 }
@@ -369,6 +378,14 @@ impl Judges {
     }
 
     fn capture(&mut self, pair: &mut Pair) -> Result<(), String> {
+        // A frame lost to the link's capacity (a device sent more in one
+        // event than the link holds) is a loss `Strict` mode's
+        // conversation judge does not allow for: it stops, as in the other
+        // modes. (The MP judges and the per-frame judges at B stay sound.)
+        if pair.overflowed != [0; 2] && self.conv.is_some() {
+            self.conv = None;
+            self.resume = false;
+        }
         // The capture point is A's port: A's frames as A sends them, B's as
         // A receives them (so every timestamp is A's own time).
         // Frames A's timers sent during an `Advance` left at some time
@@ -494,6 +511,15 @@ impl Judges {
         let (rx, received) = self.rx.receive(wire, pair.now);
         self.rx = rx;
         let verdict = received.verdict;
+        if self.trace {
+            let v = match &verdict {
+                Verdict::Deliver(d) => format!("deliver to {:#x}", d.qpn),
+                Verdict::Drop(d) => format!("drop {:?}", d.counter),
+                Verdict::NotMetaRoce => "not MetaRoCE".to_string(),
+            };
+            let how = if injected { "injected" } else { "from A" };
+            eprintln!("  at B ({how}, {v}): {}", describe_mp(wire));
+        }
         let unchanging = self
             .mp
             .unchanging_at_b(pair, wire)
@@ -525,6 +551,9 @@ impl Judges {
         self.invalidated_by_mp(pair, &wcs);
         let after = counters(&pair.nodes[B].dev);
         for f in &sent {
+            if self.trace {
+                eprintln!("  B sent: {}", describe_mp(f));
+            }
             self.mp.b_sent(pair, f)?;
             pair.links[B].push_back(f.clone());
         }
@@ -1204,6 +1233,18 @@ pub fn describe(wire: &[u8]) -> String {
         },
         Err(e) => format!("an undecodable frame ({e})"),
     }
+}
+
+/// [`describe`] with the MP extension headers (MPETH, SACKETH) of an MP
+/// frame (traces).
+fn describe_mp(wire: &[u8]) -> String {
+    let mp = Frame::parse(wire, &ParseOptions::default())
+        .ok()
+        .and_then(|f| f.roce)
+        .filter(|p| p.ext.mpeth.is_some() || p.ext.sacketh.is_some())
+        .map(|p| format!(" {:?} {:?}", p.ext.mpeth, p.ext.sacketh))
+        .unwrap_or_default();
+    format!("{}{mp}", describe(wire))
 }
 
 fn state(s: RefState) -> QpState {

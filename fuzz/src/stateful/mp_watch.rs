@@ -8,7 +8,8 @@
 //!    and the judge's timestamp tolerance grows to the longest such span,
 //!    which weakens the time-based parts of MR-MPL-4, MR-MPC-1 and
 //!    MR-MPS-3 after long advances, never the PSN-based ones), and B's MP
-//!    ACKs as A receives them, go to the spec model's
+//!    ACKs as A receives them (those the model's admission, §9.2, delivers
+//!    to A's MP QP), go to the spec model's
 //!    [`MpJudge`] (the judge of `metaroce check`), which applies the
 //!    requester rules a capture at the requester shows: entropy set and
 //!    coverage before repeat (MR-MPS-1, MR-MPS-3), retransmission only of
@@ -55,11 +56,13 @@
 //! congestion window below `mp_cwnd_max` (the judge cannot know the cwnd
 //! from a capture; MR-MPC-7's changes stay in the judge's code paths).
 
+use super::differential::local_qp;
 use super::pair::{Kind, MP_CWND, MP_WINDOW, Pair, mp_entropy};
-use metaroce_codec::{Frame, IcrcStatus, Opcode, ParseOptions, Psn, RocePacket, icrc};
+use metaroce_codec::{Frame, Opcode, ParseOptions, Psn, RocePacket, icrc};
 use metaroce_spec::Severity;
 use metaroce_spec::model::mp::judge::{CapturePoint, MpJudge};
 use metaroce_spec::model::mp::{MpConfig, packets_for};
+use metaroce_spec::model::receiver::{Receiver, Verdict, admit};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Most PSNs, echoes and probes the responder judge keeps; beyond, it
@@ -249,8 +252,12 @@ impl MpWatch {
         findings(j, wire, "A sent", self.reordering)
     }
 
-    /// A frame A received at `now` (valid ICRC only: A drops the rest): an
-    /// MP ACK from B's MP QP goes to the requester judge.
+    /// A frame handed to A at `now`: an MP ACK from B's MP QP that the
+    /// model's admission (§9.2) delivers to A's MP QP goes to the requester
+    /// judge. A frame admission drops (a bad ICRC, or a bad IPv4 header
+    /// checksum or length after `Inject` mode's corruption of a byte the
+    /// ICRC does not cover) never reached A's MP QP: A acknowledged
+    /// nothing by it (MR-MPA-10 applies only to what A received).
     pub fn a_received(&mut self, pair: &Pair, wire: &[u8], now: u64) -> Result<(), String> {
         let Some(j) = &mut self.requester else {
             return Ok(());
@@ -261,10 +268,16 @@ impl MpWatch {
         let Some(p) = &f.roce else {
             return Ok(());
         };
-        if p.bth.dest_qp != pair.nodes[A].qpn(Kind::Mp)
-            || p.ext.sacketh.is_none()
-            || icrc::verify(&f) != IcrcStatus::Valid
-        {
+        let qpn = pair.nodes[A].qpn(Kind::Mp);
+        if p.bth.dest_qp != qpn || p.ext.sacketh.is_none() {
+            return Ok(());
+        }
+        let receiver = Receiver {
+            vlan: false,
+            mp: true,
+            qps: BTreeMap::from([(qpn, local_qp(pair, A, Kind::Mp))]),
+        };
+        if !matches!(admit(&receiver, wire), Verdict::Deliver(d) if d.qpn == qpn) {
             return Ok(());
         }
         self.frames += 1;

@@ -173,6 +173,9 @@ pub struct Pair {
     pub completed_ok: u64,
     /// Frames handed to a device so far.
     pub frames_handed: u64,
+    /// Frames lost because their direction of the link was full
+    /// ([`LINK_CAP`]), per direction: a loss even without impairments.
+    pub overflowed: [u64; 2],
     /// `retry_cnt` of the RC connection (both ends), as last connected.
     pub rc_retry_cnt: u8,
 }
@@ -265,6 +268,7 @@ impl Pair {
             split_buffers: false,
             completed_ok: 0,
             frames_handed: 0,
+            overflowed: [0; 2],
             rc_retry_cnt: timing.retry_cnt,
         })
     }
@@ -285,6 +289,7 @@ impl Pair {
                 }
                 if self.links[i].len() >= LINK_CAP {
                     self.links[i].pop_front();
+                    self.overflowed[i] += 1;
                 }
                 self.links[i].push_back(frame);
             }

@@ -56,6 +56,10 @@ pub(crate) struct Unit {
     pub sends: u32,
     /// An atomic: acknowledged only by its Atomic Acknowledge.
     pub atomic: bool,
+    /// An atomic whose PSN an MP ACK has reported: never deemed lost again
+    /// (§7.8), only resent at the RTO until its Atomic Acknowledge arrives
+    /// (MR-MPP-14), so its entropy values never retire for it (MR-MPF-1).
+    pub psn_acked: bool,
     /// Why it waits to be sent again (`Lost`); `None` after an RNR wait,
     /// which is no loss.
     pub lost_by: Option<LossRule>,

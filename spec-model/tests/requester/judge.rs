@@ -512,6 +512,31 @@ fn nak_before_the_window_is_dropped_mr_req_9_not_mr_qp_5() {
 }
 
 #[test]
+fn fatal_nak_for_an_acknowledged_psn_is_not_outstanding_mr_nak_6_not_mr_qp_5() {
+    // Two SENDs, both acknowledged (PSN 1); then a NAK 0x62 for PSN 1, the
+    // responder's answer to a late duplicate (una − 1: not dropped by
+    // MR-REQ-9, but not an outstanding PSN, which MR-NAK-6 requires). The
+    // requester's model drops it; a new request is no MR-QP-5 finding.
+    // Found by the differential fuzz target (a READ completed by its Last
+    // response, then NAK 0x62 for its re-request of that Last response,
+    // sent after B's region was invalidated).
+    let mut j = judge(Some(1024));
+    let pkts = sends(2);
+    assert_eq!(feed(&mut j, &pkts), vec![]);
+    j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
+    j.on_response(&answered(Opcode::RC_ACK, 1, 0x62).pkt(), None);
+    let next = with_ack_req(bare(Opcode::RC_SEND_ONLY, 2));
+    assert_eq!(ids(&feed(&mut j, &[next])), Vec::<&str>::new(), "MR-NAK-6");
+    // For an outstanding PSN it is fatal.
+    let mut j = judge(Some(1024));
+    assert_eq!(feed(&mut j, &pkts), vec![]);
+    j.on_response(&answered(Opcode::RC_ACK, 0, 0x1F).pkt(), None);
+    j.on_response(&answered(Opcode::RC_ACK, 1, 0x62).pkt(), None);
+    let next = with_ack_req(bare(Opcode::RC_SEND_ONLY, 2));
+    assert_eq!(ids(&feed(&mut j, &[next])), vec!["MR-QP-5"]);
+}
+
+#[test]
 fn acks_after_an_rnr_nak_move_the_retry_start_mr_rnr_4() {
     // SENDs at PSNs 0–2; an RNR NAK for PSN 0, then (a retransmitted copy
     // having been executed) an ACK of PSN 1. After the wait the requester

@@ -132,7 +132,7 @@ impl MpRequester {
                         .filter(|&k| {
                             self.units
                                 .get(k)
-                                .is_some_and(|u| u.state == UnitState::InFlight)
+                                .is_some_and(|u| u.state == UnitState::InFlight && !u.psn_acked)
                         })
                         .collect();
                     lost.sort_unstable();
@@ -240,6 +240,7 @@ impl MpRequester {
             self.retx.remove(&key);
             if let Some(unit) = self.units.get_mut(key) {
                 unit.state = UnitState::Sacked;
+                unit.psn_acked = true;
                 // Back in the transmission order if it was deemed lost.
                 let seq = unit.tx_seq;
                 self.by_tx.insert(seq, key);

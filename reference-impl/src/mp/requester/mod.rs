@@ -534,7 +534,7 @@ impl MpRequester {
                 if self
                     .units
                     .get(key)
-                    .is_some_and(|u| u.state == UnitState::Sacked)
+                    .is_some_and(|u| u.state == UnitState::Sacked || u.psn_acked)
                 {
                     self.resend_atomic(key);
                 } else {
@@ -559,9 +559,14 @@ impl MpRequester {
     /// (§7.8): no multiplicative decrease (MR-MPC-7) and no retirement of
     /// its entropy value (MR-MPF-1). The usual cause is a responder that
     /// waits to execute it until every earlier message is placed
-    /// (MR-MPP-7), not a loss on its path.
+    /// (MR-MPP-7), not a loss on its path. The same holds for every later
+    /// RTO of its resends (`psn_acked`).
     fn resend_atomic(&mut self, key: u64) {
         if let Some(u) = self.units.get_mut(key) {
+            // A resend is in flight until an MP ACK reports it again.
+            if u.state == UnitState::InFlight {
+                self.in_flight = self.in_flight.saturating_sub(u.bytes);
+            }
             u.state = UnitState::Lost;
             u.lost_by = Some(LossRule::Timeout);
             self.retx.insert(key);

@@ -241,6 +241,7 @@ impl MpRequester {
                     state: UnitState::InFlight,
                     sends: 1,
                     atomic,
+                    psn_acked: false,
                     lost_by: None,
                 },
             );

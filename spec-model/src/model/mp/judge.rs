@@ -360,23 +360,7 @@ impl MpJudge {
                 vec![frame],
             );
         }
-        // A loss attributable to a value retires it (MR-MPF-1) when the PSN
-        // is deemed lost, which may be long before the capture shows its
-        // retransmission (the RTO deems every PSN in flight lost at once):
-        // every value whose latest unacknowledged use may have been deemed
-        // lost by now may be retired, so doubtful from here on.
-        let lost_values: Vec<u16> = self
-            .sent
-            .iter()
-            .filter(|&(&q, s)| {
-                !self.acked(Psn::new(q))
-                    && (now.saturating_sub(s.time).saturating_add(self.tolerance_ns)
-                        >= self.cfg.rto_min
-                        || self.acked_after(s.seq, k) >= k)
-            })
-            .map(|(_, s)| s.ev)
-            .collect();
-        self.retired.extend(lost_values);
+        self.note_losses(now);
         for &v in &self.retired {
             self.doubtful.insert(v, seq);
         }
@@ -483,13 +467,18 @@ impl MpJudge {
             }
         }
         // MR-MPA-4: bits only for PSNs that were sent (within the capture),
-        // a READ request's n reserved PSNs included (MR-MPR-2).
+        // a READ request's n reserved PSNs included (MR-MPR-2). A PSN at or
+        // before the latest cumulative ACK PSN seen was sent too: its
+        // transmission was forgotten as acknowledged, and an ACK the network
+        // delivered out of order (older cumulative PSN, MR-MPA-3's concern)
+        // may still report it in its bitmap.
         if let Some(first) = self.first_psn {
             for i in 0..64u32 {
                 let q = s.sack_base_psn.add(i);
                 if s.is_sacked(q)
                     && !q.is_before(first)
                     && q.is_after(cum)
+                    && !self.cum_acked(q)
                     && !self
                         .sent
                         .iter()
@@ -588,8 +577,33 @@ impl MpJudge {
         if let Some((t, _)) = trigger {
             self.ack_due.remove(&t.value());
         }
+        self.note_losses(now);
         self.forget_acknowledged();
         self.check_deadlines(now);
+    }
+
+    /// A loss attributable to a value retires it (MR-MPF-1) when the PSN
+    /// is deemed lost, which may be long before the capture shows its
+    /// retransmission (the RTO deems every PSN in flight lost at once), or
+    /// never (a later ACK acknowledges it before it is resent): every value
+    /// whose latest unacknowledged use may have been deemed lost by `now`
+    /// may be retired, so doubtful from the next request on. Run at each
+    /// request and after each ACK (whose SACK bits may reach K, §7.8 rule
+    /// (a), before a later ACK acknowledges the PSN cumulatively).
+    fn note_losses(&mut self, now: u64) {
+        let k = self.cfg.reorder_threshold as usize;
+        let lost_values: Vec<u16> = self
+            .sent
+            .iter()
+            .filter(|&(&q, s)| {
+                !self.acked(Psn::new(q))
+                    && (now.saturating_sub(s.time).saturating_add(self.tolerance_ns)
+                        >= self.cfg.rto_min
+                        || self.acked_after(s.seq, k) >= k)
+            })
+            .map(|(_, s)| s.ev)
+            .collect();
+        self.retired.extend(lost_values);
     }
 
     /// Forgets what no later packet can need: transmissions cumulatively
@@ -732,6 +746,98 @@ mod tests {
         assert_eq!(
             ids(&j.ack(&c.roce(), 22).findings),
             vec!["MR-MPA-4", "MR-MPA-4"]
+        );
+    }
+
+    /// A PSN deemed lost by rule (a) (K later PSNs reported received)
+    /// retires its value (MR-MPF-1) even when a later ACK acknowledges it
+    /// before it is resent: the next round may skip that value (MR-MPS-3).
+    /// Found by the differential fuzz target (`crash-mp-loss-then-late-ack`):
+    /// the judge noted losses only when a request was sent, by which time
+    /// the PSN was acknowledged and forgotten.
+    #[test]
+    fn value_retired_by_a_loss_a_later_ack_covers_mr_mps_3() {
+        let c = MpConfig {
+            reorder_threshold: 2,
+            ..cfg()
+        };
+        let mut j = MpJudge::new(c, CapturePoint::Requester);
+        for (psn, ev) in [(0u32, 1u16), (1, 2), (2, 3)] {
+            j = j.request(&data(psn, false).roce(), ev, u64::from(psn));
+        }
+        let s = SackethRepr {
+            syndrome: Syndrome(0x1F),
+            msn: Msn::new(0xFF_FFFF),
+            sack_base_psn: Psn::new(0),
+            sack_bitmap: 0b011 << 61, // PSNs 1 and 2: PSN 0 deemed lost (K = 2)
+            echoed_entropy: 0x77,
+            ..SackethRepr::default()
+        };
+        j = j.ack(&wire(ack(0xFF_FFFF, s)).roce(), 10);
+        // PSN 0 arrives late: everything acknowledged before A resends it.
+        let all = SackethRepr {
+            sack_base_psn: Psn::new(3),
+            sack_bitmap: 0,
+            ..s
+        };
+        j = j.ack(&wire(ack(2, all)).roce(), 11);
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // Value 1 is retired: the round 2 3 2 skips it.
+        for (psn, ev) in [(3u32, 2u16), (4, 3), (5, 2)] {
+            j = j.request(&data(psn, false).roce(), ev, 20 + u64::from(psn));
+        }
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+    }
+
+    /// An older MP ACK the network delivers after a newer one (multipath
+    /// reorders ACKs too): its bitmap reports PSNs the newer ACK already
+    /// acknowledged cumulatively, which the judge has forgotten. They were
+    /// sent, so only the cumulative PSN moving back (MR-MPA-3, which a
+    /// capture of reordered ACKs cannot judge) is reported, not MR-MPA-4.
+    #[test]
+    fn reordered_ack_bits_below_latest_cum_mr_mpa_4() {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        for i in 10..14u32 {
+            j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
+        }
+        let base = SackethRepr {
+            syndrome: Syndrome(0x1F),
+            sack_base_psn: Psn::new(10),
+            echoed_entropy: 3,
+            echoed_timestamp: 1011,
+            ..SackethRepr::default()
+        };
+        // The newer ACK first: 10..=12 cumulatively (forgotten by the judge).
+        let newer = wire(ack(
+            12,
+            SackethRepr {
+                sack_base_psn: Psn::new(13),
+                ..base
+            },
+        ));
+        let j = j.ack(&newer.roce(), 20);
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // The older one: nothing cumulative, 11 and 12 in the bitmap.
+        let older = wire(ack(
+            9,
+            SackethRepr {
+                sack_bitmap: 0b011 << 61,
+                ..base
+            },
+        ));
+        let k = j.ack(&older.roce(), 21);
+        assert_eq!(ids(&k.findings), vec!["MR-MPA-3"]);
+        // A bit for a PSN never sent is still reported in such an ACK.
+        let never = wire(ack(
+            9,
+            SackethRepr {
+                sack_bitmap: 0b011 << 61 | 1 << 58,
+                ..base
+            },
+        ));
+        assert_eq!(
+            ids(&j.ack(&never.roce(), 21).findings),
+            vec!["MR-MPA-3", "MR-MPA-4"]
         );
     }
 

@@ -330,6 +330,19 @@ impl RequestStreamJudge {
             Some((e, _)) if !own_response => e.sub(1),
             _ => p,
         };
+        // A NAK (any code) for una − 1, an acknowledged PSN, concerns no
+        // outstanding PSN (MR-NAK-5, MR-NAK-6, MR-RNR-3 need one): the
+        // requester drops it, as the requester model does (a late answer
+        // to a duplicate, say).
+        let nak = pkt.ext.aeth.is_some_and(|a| {
+            !matches!(
+                a.syndrome.kind(),
+                SyndromeKind::Ack { .. } | SyndromeKind::Reserved { .. }
+            )
+        });
+        if nak && self.acked.is_some_and(|a| !psn.is_after(a)) {
+            return;
+        }
         match pkt.ext.aeth.map(|a| a.syndrome.kind()) {
             None | Some(SyndromeKind::Ack { .. }) => self.set_acked(upto(psn), now_ns),
             Some(SyndromeKind::Nak { code: 0 }) => {
