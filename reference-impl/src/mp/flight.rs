@@ -219,6 +219,7 @@ mod tests {
             state: UnitState::InFlight,
             sends: 1,
             atomic: false,
+            psn_acked: false,
             lost_by: None,
         }
     }
