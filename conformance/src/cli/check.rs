@@ -317,9 +317,11 @@ pub fn run(args: &CheckArgs) -> u8 {
         Ok(opened) => opened,
         Err(e) => return super::bad_input("check", file, &e),
     };
-    let stdout = io::stdout();
     let mut em = Emitter {
-        out: BufWriter::with_capacity(1 << 16, stdout.lock()),
+        // Not the locked handle: the judge may run on any of the threads
+        // (`check::parallel`), and this buffer takes the lock only when it
+        // writes 64 KiB out.
+        out: BufWriter::with_capacity(1 << 16, io::stdout()),
         format: args.format,
         filter: Filter::new(args.qps.clone(), args.from, args.to),
         tally: Tally::default(),
@@ -448,10 +450,10 @@ fn sequential<R: io::Read, W: Write>(
     }
 }
 
-/// Judges every frame of a mapped capture on `threads` threads: decoding
-/// and ICRCs on `threads - 1` workers and this one, the rest in frame order
-/// here ([`crate::check::parallel`]).
-fn parallel<W: Write>(
+/// Judges every frame of a mapped capture on `threads` threads (`threads -
+/// 1` workers and this one): each decodes, verifies and judges batches of
+/// frames, the judging in frame order ([`crate::check::parallel`]).
+fn parallel<W: Write + Send>(
     reader: &mut CaptureReader<io::Empty>,
     threads: usize,
     checker: &mut Checker,

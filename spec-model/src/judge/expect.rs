@@ -113,49 +113,75 @@ struct Alt {
 impl Alt {
     /// Appends the branch of `outcomes` (leading to `state`) to `out`, and
     /// after it those of its alternatives, taking vectors from `spare`.
+    ///
+    /// Built where it is kept: the branch is pushed first and its expected
+    /// packets moved into it one by one, since a request's branch (its
+    /// responder state, each spec some 200 bytes) was otherwise copied
+    /// several times over on its way into the queue.
     fn of(
         state: ResponderState,
         outcomes: Outcomes,
         out: &mut Vec<Alt>,
         spare: &mut Vec<Vec<Expect>>,
     ) {
-        let at = out.len();
         let Outcomes {
             required,
             optional,
             alternatives,
         } = outcomes;
-        for alt in alternatives {
-            Alt::of(state.clone(), alt, out, spare);
-        }
-        let mut sends = spare.pop().unwrap_or_default();
-        let listed = required
-            .into_iter()
-            .map(|c| (c, true))
-            .chain(optional.into_iter().map(|c| (c, false)));
-        for (cited, required) in listed {
-            if let Effect::Send(spec) = cited.value {
-                sends.push(Expect {
-                    spec,
-                    reqs: cited.reqs,
-                    required,
-                    got: None,
-                    covered: false,
-                    reported: false,
-                    run: None,
-                });
-            }
-        }
         // The outcome itself before its nested alternatives.
-        out.insert(
-            at,
-            Alt {
+        let at = out.len();
+        let sends = spare.pop().unwrap_or_default();
+        if alternatives.is_empty() {
+            out.push(Alt {
                 state,
                 sends,
                 viable: true,
                 cursor: 0,
-            },
-        );
+            });
+        } else {
+            // Rare: nested alternatives, each from a copy of the state.
+            let state = Self::of_nested(state, alternatives, out, spare);
+            out.insert(
+                at,
+                Alt {
+                    state,
+                    sends,
+                    viable: true,
+                    cursor: 0,
+                },
+            );
+        }
+        let sends = &mut out[at].sends;
+        for (list, required) in [(required, true), (optional, false)] {
+            for cited in list {
+                if let Effect::Send(spec) = cited.value {
+                    sends.push(Expect {
+                        spec,
+                        reqs: cited.reqs,
+                        required,
+                        got: None,
+                        covered: false,
+                        reported: false,
+                        run: None,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Appends the branches of `alternatives` (each leading to a copy of
+    /// `state`) to `out`, and gives `state` back.
+    fn of_nested(
+        state: ResponderState,
+        alternatives: Vec<Outcomes>,
+        out: &mut Vec<Alt>,
+        spare: &mut Vec<Vec<Expect>>,
+    ) -> ResponderState {
+        for alt in alternatives {
+            Alt::of(state.clone(), alt, out, spare);
+        }
+        state
     }
 
     fn slot(&self, r: &Resp) -> Option<usize> {
@@ -545,13 +571,13 @@ struct Spare {
 
 impl Spare {
     /// Keeps what `e` allocated.
-    fn recycle(&mut self, mut e: Entry) {
-        for a in e.alts.drain(..) {
-            keep(&mut self.sends, a.sends);
+    fn recycle(&mut self, e: &mut Entry) {
+        for a in &mut e.alts {
+            keep(&mut self.sends, std::mem::take(&mut a.sends));
         }
-        keep(&mut self.alts, e.alts);
-        keep(&mut self.observed, e.observed);
-        if let Some(mut later) = e.later {
+        keep(&mut self.alts, std::mem::take(&mut e.alts));
+        keep(&mut self.observed, std::mem::take(&mut e.observed));
+        if let Some(mut later) = e.later.take() {
             keep(&mut self.fails, later.fails.take_fails());
             if self.laters.len() < SPARE {
                 self.laters.push(later);
@@ -706,10 +732,10 @@ impl ResponderSide {
     fn push(&mut self, entry: Entry, out: &mut Out) {
         self.pending.push_back(entry);
         if self.pending.len() > MAX_PENDING
-            && let Some(old) = self.pending.pop_front()
+            && let Some(mut old) = self.pending.pop_front()
         {
             self.retired_early = Some(old.req.bth.psn);
-            self.retire(old, None, true, out);
+            self.retire(&mut old, None, true, out);
         }
     }
 
@@ -744,8 +770,8 @@ impl ResponderSide {
             self.seq_nak_frame = Some(r.frame);
         }
         for _ in 0..i {
-            if let Some(old) = self.pending.pop_front() {
-                self.retire(old, Some(r.frame), false, out);
+            if let Some(mut old) = self.pending.pop_front() {
+                self.retire(&mut old, Some(r.frame), false, out);
             }
         }
         let Some(head) = self.pending.front_mut() else {
@@ -795,7 +821,7 @@ impl ResponderSide {
                     x.reported = true; // "MR-ACK-1": its deadline is after the end
                 }
             }
-            self.retire(old, None, false, out);
+            self.retire(&mut old, None, false, out);
         }
         for l in self.loose.drain(..) {
             out.push(missing(
@@ -925,7 +951,7 @@ impl ResponderSide {
 
     /// A queued request leaves the queue: its missing required responses are
     /// findings (`by`: the later response that shows they were skipped).
-    fn retire(&mut self, mut e: Entry, by: Option<u64>, early: bool, out: &mut Out) {
+    fn retire(&mut self, e: &mut Entry, by: Option<u64>, early: bool, out: &mut Out) {
         let best = e.best();
         let alt = &e.alts[best];
         for x in alt

@@ -317,10 +317,10 @@ impl ResponderState {
                 });
                 let arrived = cleared.as_ref().unwrap_or(self);
                 let mut eval = Eval { maybe };
-                first.push(match message::execute_rc(arrived, packet, &mut eval) {
-                    Ok(branch) => branch,
-                    Err(fail) => nak::rc_fail(arrived, packet, fail),
-                });
+                match message::execute_rc(arrived, packet, &mut eval) {
+                    Ok(branch) => first.push(branch),
+                    Err(fail) => first.push(nak::rc_fail(arrived, packet, fail)),
+                }
                 if eval.maybe.is_empty() {
                     return None;
                 }
