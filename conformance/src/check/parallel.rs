@@ -165,7 +165,7 @@ impl<'b> Shared<'b> {
         while self.next.load(Ordering::Acquire) != number && !self.closed.load(Ordering::Acquire) {
             std::hint::spin_loop();
             spins += 1;
-            if spins % 64 != 0 {
+            if !spins.is_multiple_of(64) {
                 continue;
             }
             // A thread of ours that is runnable on this core (more threads
