@@ -65,10 +65,13 @@ struct Stored {
     payload_len: usize,
 }
 
-/// One response a branch expects.
+/// One response a branch expects: one of the packets its outcomes list,
+/// and what was observed of it.
 #[derive(Clone, Debug)]
 struct Expect {
-    spec: PacketSpec,
+    /// Where its spec is: the `at`-th effect of the branch's required
+    /// outcomes (`required`) or optional ones, an [`Effect::Send`].
+    at: usize,
     reqs: &'static [&'static str],
     required: bool,
     /// Frame of the response observed for it.
@@ -84,25 +87,40 @@ struct Expect {
 }
 
 impl Expect {
-    fn psn_allows(&self, psn: Psn) -> bool {
-        match self.run {
-            Some((first, n)) => psn.distance(first) < n,
-            None => self.spec.psn.allows(&psn),
+    /// Its spec, in branch `b` (the branch it was listed from).
+    fn spec<'b>(&self, b: &'b Branch) -> Option<&'b PacketSpec> {
+        let list = if self.required {
+            &b.outcomes.required
+        } else {
+            &b.outcomes.optional
+        };
+        match list.get(self.at).map(|c| &c.value) {
+            Some(Effect::Send(spec)) => Some(spec),
+            _ => None,
         }
     }
 
-    /// Whether response `r` may fill this slot.
-    fn takes(&self, r: &Resp) -> bool {
+    fn psn_allows(&self, spec: &PacketSpec, psn: Psn) -> bool {
+        match self.run {
+            Some((first, n)) => psn.distance(first) < n,
+            None => spec.psn.allows(&psn),
+        }
+    }
+
+    /// Whether response `r` may fill this slot of branch `b`.
+    fn takes(&self, b: &Branch, r: &Resp) -> bool {
         (self.got.is_none() || self.run.is_some())
-            && self.psn_allows(r.psn)
-            && r.mismatch(&self.spec).is_none()
+            && self
+                .spec(b)
+                .is_some_and(|spec| self.psn_allows(spec, r.psn) && r.mismatch(spec).is_none())
     }
 }
 
-/// One branch of a request's outcome.
+/// What was observed of one branch of a request's outcome (the branch
+/// itself, its state and outcomes, is kept beside it as the model built
+/// it: see [`Entry::branches`]).
 #[derive(Clone, Debug)]
 struct Alt {
-    state: ResponderState,
     sends: Vec<Expect>,
     /// Every response given to the request fits this branch.
     viable: bool,
@@ -111,53 +129,15 @@ struct Alt {
 }
 
 impl Alt {
-    /// Appends the branch of `outcomes` (leading to `state`) to `out`, and
-    /// after it those of its alternatives, taking vectors from `spare`.
-    ///
-    /// Built where it is kept: the branch is pushed first and its expected
-    /// packets moved into it one by one, since a request's branch (its
-    /// responder state, each spec some 200 bytes) was otherwise copied
-    /// several times over on its way into the queue.
-    fn of(
-        state: ResponderState,
-        outcomes: Outcomes,
-        out: &mut Vec<Alt>,
-        spare: &mut Vec<Vec<Expect>>,
-    ) {
-        let Outcomes {
-            required,
-            optional,
-            alternatives,
-        } = outcomes;
-        // The outcome itself before its nested alternatives.
-        let at = out.len();
-        let sends = spare.pop().unwrap_or_default();
-        if alternatives.is_empty() {
-            out.push(Alt {
-                state,
-                sends,
-                viable: true,
-                cursor: 0,
-            });
-        } else {
-            // Rare: nested alternatives, each from a copy of the state.
-            let state = Self::of_nested(state, alternatives, out, spare);
-            out.insert(
-                at,
-                Alt {
-                    state,
-                    sends,
-                    viable: true,
-                    cursor: 0,
-                },
-            );
-        }
-        let sends = &mut out[at].sends;
-        for (list, required) in [(required, true), (optional, false)] {
-            for cited in list {
-                if let Effect::Send(spec) = cited.value {
+    /// The expectations of branch `b`'s packets, in a vector from `spare`.
+    fn of(b: &Branch, spare: &mut Vec<Vec<Expect>>) -> Alt {
+        let mut sends = spare.pop().unwrap_or_default();
+        let lists = [(&b.outcomes.required, true), (&b.outcomes.optional, false)];
+        for (list, required) in lists {
+            for (at, cited) in list.iter().enumerate() {
+                if matches!(cited.value, Effect::Send(_)) {
                     sends.push(Expect {
-                        spec,
+                        at,
                         reqs: cited.reqs,
                         required,
                         got: None,
@@ -168,27 +148,30 @@ impl Alt {
                 }
             }
         }
-    }
-
-    /// Appends the branches of `alternatives` (each leading to a copy of
-    /// `state`) to `out`, and gives `state` back.
-    fn of_nested(
-        state: ResponderState,
-        alternatives: Vec<Outcomes>,
-        out: &mut Vec<Alt>,
-        spare: &mut Vec<Vec<Expect>>,
-    ) -> ResponderState {
-        for alt in alternatives {
-            Alt::of(state.clone(), alt, out, spare);
+        Alt {
+            sends,
+            viable: true,
+            cursor: 0,
         }
-        state
     }
 
-    fn slot(&self, r: &Resp) -> Option<usize> {
+    /// The slot of branch `b` response `r` fills, looking from the cursor on.
+    fn slot(&self, b: &Branch, r: &Resp) -> Option<usize> {
         let n = self.sends.len();
         (0..n)
             .map(|i| (self.cursor + i) % n)
-            .find(|&i| self.sends[i].takes(r))
+            .find(|&i| self.sends[i].takes(b, r))
+    }
+
+    /// Gives `r` to this branch (`b`): fills its slot, or rules it out.
+    fn give(&mut self, b: &Branch, r: &Resp) {
+        match self.slot(b, r) {
+            Some(i) => {
+                self.sends[i].got = Some(r.frame);
+                self.cursor = i + 1;
+            }
+            None => self.viable = false,
+        }
     }
 
     fn missing(&self) -> usize {
@@ -199,10 +182,36 @@ impl Alt {
     }
 }
 
+/// Appends branch `b` to `out`, and after it, flattened the same way, the
+/// branches of the alternatives its outcomes nest (each from a copy of its
+/// state): the order in which [`Entry::best`] prefers them.
+fn flatten(mut b: Branch, out: &mut Vec<Branch>) {
+    let alternatives = std::mem::take(&mut b.outcomes.alternatives);
+    let state = (!alternatives.is_empty()).then(|| b.state.clone());
+    out.push(b);
+    if let Some(state) = state {
+        for outcomes in alternatives {
+            flatten(
+                Branch {
+                    state: state.clone(),
+                    outcomes,
+                },
+                out,
+            );
+        }
+    }
+}
+
 /// A queued request with its branches and the responses given to it.
 #[derive(Clone, Debug)]
 struct Entry {
     req: Stored,
+    /// The branches of its outcome as the model built them (kept, not
+    /// copied: a branch's responder state and packet specs are some 500
+    /// bytes, and moving them into the judge's own types was a quarter of
+    /// the judging thread's time on a stream of small requests).
+    branches: Vec<Branch>,
+    /// What was observed of each branch, by index in `branches`.
     alts: Vec<Alt>,
     chosen: usize,
     observed: Vec<Resp>,
@@ -257,17 +266,19 @@ fn least_missing(f: &Fail) -> usize {
 impl Entry {
     /// The first packet of a run of continuation packets: the state after
     /// it, and the optional Acknowledge of MR-ACK-5 for any PSN of the run.
-    fn run(req: Stored, state: ResponderState, mut ack: PacketSpec) -> Self {
+    fn run(req: Stored, state: ResponderState, mut ack: PacketSpec) -> Box<Self> {
         ack.psn = crate::model::Field::Any;
         let frame = req.frame;
         let psn = req.bth.psn;
-        Entry {
+        const REQS: &[&str] = &["MR-ACK-5"];
+        let outcomes = Outcomes::none().allow(REQS, Effect::Send(ack));
+        Box::new(Entry {
             req,
+            branches: vec![Branch { state, outcomes }],
             alts: vec![Alt {
-                state,
                 sends: vec![Expect {
-                    spec: ack,
-                    reqs: &["MR-ACK-5"],
+                    at: 0,
+                    reqs: REQS,
                     required: false,
                     got: None,
                     covered: false,
@@ -281,7 +292,7 @@ impl Entry {
             observed: Vec::new(),
             run_frames: vec![frame],
             later: None,
-        }
+        })
     }
 
     /// Whether this is a run that the continuation packet `req` (the next
@@ -300,11 +311,10 @@ impl Entry {
 
     /// Extends this run ([`Self::extends`]) by `req`, leading to `state`.
     fn extend(&mut self, req: &Stored, state: ResponderState) {
-        let alt = &mut self.alts[0];
-        if let Some(x) = alt.sends.first_mut() {
+        if let Some(x) = self.alts[0].sends.first_mut() {
             x.run = x.run.map(|(first, n)| (first, n + 1));
         }
-        alt.state = state;
+        self.branches[0].state = state;
         self.run_frames.push(req.frame);
         self.req.timestamp_ns = req.timestamp_ns;
     }
@@ -328,19 +338,42 @@ impl Entry {
 
     /// A request with its first branches and, deferred, the failure
     /// branches after them ([`ResponderState::branches_deferred`]).
-    /// The branches are taken from `branches` (left empty), and the
-    /// vectors from `spare`.
+    /// The branches are taken from `first` (left empty); the entry and
+    /// the vectors in it are those of a retired request when `spare` has
+    /// one, filled field by field (an entry is built and retired at every
+    /// packet of a SEND stream: moving a whole one about was measurable).
     fn new(
         req: Stored,
-        branches: &mut Vec<Branch>,
+        first: &mut Vec<Branch>,
         later: Option<DeferredFails>,
         spare: &mut Spare,
-    ) -> Self {
-        let mut alts = spare.alts.pop().unwrap_or_default();
-        for b in branches.drain(..) {
-            Alt::of(b.state, b.outcomes, &mut alts, &mut spare.sends);
+    ) -> Box<Self> {
+        let mut e = match spare.entries.pop() {
+            Some(mut e) => {
+                e.req = req;
+                e.chosen = 0;
+                e
+            }
+            None => Box::new(Entry {
+                req,
+                branches: Vec::new(),
+                alts: Vec::new(),
+                chosen: 0,
+                observed: Vec::new(),
+                run_frames: Vec::new(),
+                later: None,
+            }),
+        };
+        let Entry { branches, alts, .. } = &mut *e;
+        if first.iter().all(|b| b.outcomes.alternatives.is_empty()) {
+            std::mem::swap(branches, first); // both empty but the model's
+        } else {
+            for b in first.drain(..) {
+                flatten(b, branches);
+            }
         }
-        let later = match (later, spare.laters.pop()) {
+        alts.extend(branches.iter().map(|b| Alt::of(b, &mut spare.sends)));
+        e.later = match (later, spare.laters.pop()) {
             (None, kept) => {
                 spare.laters.extend(kept);
                 None
@@ -357,14 +390,6 @@ impl Entry {
                 dead: false,
                 learned: None,
             })),
-        };
-        let mut e = Entry {
-            req,
-            alts,
-            chosen: 0,
-            observed: spare.observed.pop().unwrap_or_default(),
-            run_frames: Vec::new(),
-            later,
         };
         #[cfg(test)]
         if EAGER.with(std::cell::Cell::get) {
@@ -389,26 +414,22 @@ impl Entry {
             pad: &[],
             icrc: [0; 4],
         };
-        let from = self.alts.len();
+        let from = self.branches.len();
         for b in later.fails.build(&pkt) {
-            Alt::of(b.state, b.outcomes, &mut self.alts, &mut Vec::new());
+            flatten(b, &mut self.branches);
         }
-        for a in &mut self.alts[from..] {
+        for b in &mut self.branches[from..] {
             if let Some(m) = later.learned {
-                a.state = a.state.learn_msn(m);
+                b.state = b.state.learn_msn(m);
             }
+            let mut a = Alt::of(b, &mut Vec::new());
             for r in &self.observed {
                 if !a.viable {
                     break;
                 }
-                match a.slot(r) {
-                    Some(i) => {
-                        a.sends[i].got = Some(r.frame);
-                        a.cursor = i + 1;
-                    }
-                    None => a.viable = false,
-                }
+                a.give(b, r);
             }
+            self.alts.push(a);
         }
     }
 
@@ -454,14 +475,22 @@ impl Entry {
     }
 
     fn fits(&mut self, r: &Resp) -> bool {
-        if self.alts.iter().any(|a| a.viable && a.slot(r).is_some()) {
+        if self.built_fits(r) {
             return true;
         }
         if self.later_may_take(r) {
             self.materialize();
-            return self.alts.iter().any(|a| a.viable && a.slot(r).is_some());
+            return self.built_fits(r);
         }
         false
+    }
+
+    /// Whether a built viable branch may take `r`.
+    fn built_fits(&self, r: &Resp) -> bool {
+        self.alts
+            .iter()
+            .zip(&self.branches)
+            .any(|(a, b)| a.viable && a.slot(b, r).is_some())
     }
 
     /// Gives `r` to this request; returns whether the chosen branch changed.
@@ -471,16 +500,9 @@ impl Entry {
         } else if let Some(l) = self.later.as_mut() {
             l.dead = true; // none takes `r`: not viable
         }
-        for a in &mut self.alts {
-            if !a.viable {
-                continue;
-            }
-            match a.slot(&r) {
-                Some(i) => {
-                    a.sends[i].got = Some(r.frame);
-                    a.cursor = i + 1;
-                }
-                None => a.viable = false,
+        for (a, b) in self.alts.iter_mut().zip(&self.branches) {
+            if a.viable {
+                a.give(b, &r);
             }
         }
         self.observed.push(r);
@@ -493,23 +515,33 @@ impl Entry {
     /// the response in `frame` answered and not observed: skipped. Marked
     /// reported, and returned with their requirements.
     fn skipped_before(&mut self, frame: u64) -> Vec<(PacketSpec, &'static [&'static str])> {
-        let alt = &mut self.alts[self.chosen];
+        let (Some(alt), Some(b)) = (
+            self.alts.get_mut(self.chosen),
+            self.branches.get(self.chosen),
+        ) else {
+            return Vec::new();
+        };
         let Some(at) = alt.sends.iter().position(|x| x.got == Some(frame)) else {
             return Vec::new();
         };
         let mut skipped = Vec::new();
         for x in alt.sends[..at].iter_mut() {
-            if x.required && x.got.is_none() && !x.covered && !x.reported && !is_plain_ack(&x.spec)
+            if let Some(spec) = x.spec(b)
+                && x.required
+                && x.got.is_none()
+                && !x.covered
+                && !x.reported
+                && !is_plain_ack(spec)
             {
                 x.reported = true;
-                skipped.push((x.spec.clone(), x.reqs));
+                skipped.push((spec.clone(), x.reqs));
             }
         }
         skipped
     }
 
     fn state(&self) -> &ResponderState {
-        &self.alts[self.chosen].state
+        &self.branches[self.chosen].state
     }
 }
 
@@ -528,7 +560,7 @@ pub(crate) struct ResponderSide {
     /// request the model could start from); with requests queued, the state
     /// after them is the newest one's ([`Self::state`]).
     idle: Option<ResponderState>,
-    pending: VecDeque<Entry>,
+    pending: VecDeque<Box<Entry>>,
     loose: VecDeque<Loose>,
     /// PSN of the first request judged: responses before it are not judged.
     first: Option<Psn>,
@@ -559,10 +591,12 @@ const SPARE: usize = 32;
 #[derive(Clone, Debug, Default)]
 struct Spare {
     /// Scratch for a request's first branches (always empty between uses).
-    branches: Vec<Branch>,
-    alts: Vec<Vec<Alt>>,
+    first: Vec<Branch>,
+    /// Entries of retired requests, their vectors emptied (the boxes and
+    /// the vectors in them are what is reused).
+    #[allow(clippy::vec_box)]
+    entries: Vec<Box<Entry>>,
     sends: Vec<Vec<Expect>>,
-    observed: Vec<Vec<Resp>>,
     fails: Vec<Vec<Fail>>,
     /// Boxes of deferred branches (the boxes themselves are what is reused).
     #[allow(clippy::vec_box)]
@@ -571,17 +605,22 @@ struct Spare {
 
 impl Spare {
     /// Keeps what `e` allocated.
-    fn recycle(&mut self, e: &mut Entry) {
+    fn recycle(&mut self, mut e: Box<Entry>) {
         for a in &mut e.alts {
             keep(&mut self.sends, std::mem::take(&mut a.sends));
         }
-        keep(&mut self.alts, std::mem::take(&mut e.alts));
-        keep(&mut self.observed, std::mem::take(&mut e.observed));
+        e.alts.clear();
+        e.branches.clear();
+        e.observed.clear();
+        e.run_frames.clear();
         if let Some(mut later) = e.later.take() {
             keep(&mut self.fails, later.fails.take_fails());
             if self.laters.len() < SPARE {
                 self.laters.push(later);
             }
+        }
+        if self.entries.len() < SPARE {
+            self.entries.push(e);
         }
     }
 }
@@ -704,11 +743,11 @@ impl ResponderSide {
                 Entry::run(stored, next, ack)
             }
             None => {
-                let mut first = std::mem::take(&mut self.spare.branches);
+                let mut first = std::mem::take(&mut self.spare.first);
                 let fails = self.spare.fails.pop().unwrap_or_default();
                 let later = st.branches_deferred_into(pkt, &mut first, fails);
                 let e = Entry::new(stored, &mut first, later, &mut self.spare);
-                self.spare.branches = first;
+                self.spare.first = first;
                 e
             }
         };
@@ -729,13 +768,13 @@ impl ResponderSide {
     }
 
     /// Queues a request, retiring the oldest beyond [`MAX_PENDING`].
-    fn push(&mut self, entry: Entry, out: &mut Out) {
+    fn push(&mut self, entry: Box<Entry>, out: &mut Out) {
         self.pending.push_back(entry);
         if self.pending.len() > MAX_PENDING
-            && let Some(mut old) = self.pending.pop_front()
+            && let Some(old) = self.pending.pop_front()
         {
             self.retired_early = Some(old.req.bth.psn);
-            self.retire(&mut old, None, true, out);
+            self.retire(old, None, true, out);
         }
     }
 
@@ -770,8 +809,8 @@ impl ResponderSide {
             self.seq_nak_frame = Some(r.frame);
         }
         for _ in 0..i {
-            if let Some(mut old) = self.pending.pop_front() {
-                self.retire(&mut old, Some(r.frame), false, out);
+            if let Some(old) = self.pending.pop_front() {
+                self.retire(old, Some(r.frame), false, out);
             }
         }
         let Some(head) = self.pending.front_mut() else {
@@ -821,7 +860,7 @@ impl ResponderSide {
                     x.reported = true; // "MR-ACK-1": its deadline is after the end
                 }
             }
-            self.retire(&mut old, None, false, out);
+            self.retire(old, None, false, out);
         }
         for l in self.loose.drain(..) {
             out.push(missing(
@@ -854,12 +893,13 @@ impl ResponderSide {
             }) {
                 e.materialize();
             }
-            for a in &mut e.alts {
+            for (a, b) in e.alts.iter_mut().zip(&e.branches) {
                 for x in &mut a.sends {
                     if x.required
                         && x.got.is_none()
-                        && is_plain_ack(&x.spec)
-                        && let crate::model::Field::Exact(p) = x.spec.psn
+                        && let Some(spec) = x.spec(b)
+                        && is_plain_ack(spec)
+                        && let crate::model::Field::Exact(p) = spec.psn
                         && !psn.is_before(p)
                     {
                         x.covered = true;
@@ -910,8 +950,8 @@ impl ResponderSide {
         // original's response lost) is the MSN at the replay, not at the
         // original's execution: forget it and learn it again from `r`.
         if depth > 0 {
-            for a in &mut self.pending[0].alts {
-                a.state.msn = crate::model::Knowledge::Unknown;
+            for b in &mut self.pending[0].branches {
+                b.state.msn = crate::model::Knowledge::Unknown;
             }
             let mut scratch = Out::new();
             self.rebase(0, &mut scratch);
@@ -931,7 +971,7 @@ impl ResponderSide {
         if idx >= self.pending.len() {
             return;
         }
-        let tail: Vec<Entry> = self.pending.drain(idx + 1..).collect();
+        let tail: Vec<Box<Entry>> = self.pending.drain(idx + 1..).collect();
         for e in tail {
             let start = self.pending.len();
             for s in e.requests() {
@@ -951,17 +991,21 @@ impl ResponderSide {
 
     /// A queued request leaves the queue: its missing required responses are
     /// findings (`by`: the later response that shows they were skipped).
-    fn retire(&mut self, e: &mut Entry, by: Option<u64>, early: bool, out: &mut Out) {
+    fn retire(&mut self, mut e: Box<Entry>, by: Option<u64>, early: bool, out: &mut Out) {
         let best = e.best();
-        let alt = &e.alts[best];
-        for x in alt
+        let (Some(alt), Some(b)) = (e.alts.get(best), e.branches.get(best)) else {
+            self.spare.recycle(e);
+            return;
+        };
+        for (x, spec) in alt
             .sends
             .iter()
             .filter(|x| x.required && x.got.is_none() && !x.covered && !x.reported)
+            .filter_map(|x| Some((x, x.spec(b)?)))
         {
-            if is_plain_ack(&x.spec)
+            if is_plain_ack(spec)
                 && early
-                && let crate::model::Field::Exact(psn) = x.spec.psn
+                && let crate::model::Field::Exact(psn) = spec.psn
             {
                 if self.loose.len() >= MAX_LOOSE {
                     self.loose.pop_front();
@@ -991,7 +1035,7 @@ impl ResponderSide {
                     "{} (PSN {}) needs {}; none was observed{when}",
                     e.req.bth.opcode,
                     e.req.bth.psn,
-                    describe_spec(&x.spec)
+                    describe_spec(spec)
                 ),
             ));
         }
@@ -1038,9 +1082,9 @@ impl ResponderSide {
         // The nearest expectation: an unanswered response with the same PSN
         // and opcode, else the same PSN, else the same opcode, else the first
         // required one of a chosen branch.
-        let score = |chosen: bool, x: &Expect| -> u8 {
-            let psn = x.psn_allows(r.psn);
-            let op = x.spec.opcode.allows(&r.opcode);
+        let score = |chosen: bool, x: &Expect, spec: &PacketSpec| -> u8 {
+            let psn = x.psn_allows(spec, r.psn);
+            let op = spec.opcode.allows(&r.opcode);
             match (psn, op) {
                 (true, true) => 4,
                 (true, false) => 3,
@@ -1049,20 +1093,21 @@ impl ResponderSide {
                 _ => 0,
             }
         };
-        let mut best: Option<(u8, &Entry, &Expect)> = None;
+        let mut best: Option<(u8, &Entry, &Expect, &PacketSpec)> = None;
         for e in &self.pending {
-            for (i, alt) in e.alts.iter().enumerate() {
+            for (i, (alt, b)) in e.alts.iter().zip(&e.branches).enumerate() {
                 for x in alt.sends.iter().filter(|x| x.got.is_none()) {
-                    let sc = score(i == e.chosen, x);
-                    if sc > 0 && best.is_none_or(|(b, _, _)| sc > b) {
-                        best = Some((sc, e, x));
+                    let Some(spec) = x.spec(b) else { continue };
+                    let sc = score(i == e.chosen, x, spec);
+                    if sc > 0 && best.is_none_or(|(s, ..)| sc > s) {
+                        best = Some((sc, e, x, spec));
                     }
                 }
             }
         }
-        let near = best.map(|(_, e, x)| (e, x));
-        if let Some((e, x)) = near {
-            let field = r.mismatch(&x.spec).unwrap_or(Mismatch::Opcode);
+        let near = best.map(|(_, e, x, spec)| (e, x, spec));
+        if let Some((e, x, spec)) = near {
+            let field = r.mismatch(spec).unwrap_or(Mismatch::Opcode);
             out.push(finding(
                 blame(x.reqs, field),
                 vec![r.frame, e.req.frame],
@@ -1070,7 +1115,7 @@ impl ResponderSide {
                     "{} fits no expected response; the request in frame {} expects {} ({:?} differs; cites {})",
                     r.describe(),
                     e.req.frame,
-                    describe_spec(&x.spec),
+                    describe_spec(spec),
                     field,
                     x.reqs.join(", ")
                 ),
@@ -1095,7 +1140,7 @@ impl ResponderSide {
 
 /// The state after the requests `pending`, or `idle` when none is queued.
 fn state_of<'a>(
-    pending: &'a VecDeque<Entry>,
+    pending: &'a VecDeque<Box<Entry>>,
     idle: &'a Option<ResponderState>,
 ) -> Option<&'a ResponderState> {
     match pending.back() {
@@ -1106,8 +1151,8 @@ fn state_of<'a>(
 
 /// Teaches every branch of `e` the MSN `m` its response carried.
 fn learn(e: &mut Entry, m: Msn) {
-    for a in &mut e.alts {
-        a.state = a.state.learn_msn(m);
+    for b in &mut e.branches {
+        b.state = b.state.learn_msn(m);
     }
     if let Some(l) = e.later.as_mut() {
         // Deferred branches learn it when built (a later MSN would not
