@@ -317,9 +317,8 @@ impl ResponderState {
                 });
                 let arrived = cleared.as_ref().unwrap_or(self);
                 let mut eval = Eval { maybe };
-                match message::execute_rc(arrived, packet, &mut eval) {
-                    Ok(branch) => first.push(branch),
-                    Err(fail) => first.push(nak::rc_fail(arrived, packet, fail)),
+                if let Err(fail) = message::execute_rc(arrived, packet, &mut eval, first) {
+                    first.push(nak::rc_fail(arrived, packet, fail));
                 }
                 if eval.maybe.is_empty() {
                     return None;

@@ -41,10 +41,13 @@ pub(crate) fn receive(st: &ResponderState, pkt: &RocePacket<'_>) -> Vec<Branch> 
         }
     };
     let mut eval = Eval::default();
+    let mut all = Vec::with_capacity(2);
     let primary = message::sequence(&base, op, &mut eval)
-        .and_then(|current| message::message(&base, pkt, op, current, &mut eval, false));
+        .and_then(|current| message::message(&base, pkt, op, current, &mut eval, false, &mut all));
     // "MR-UC-1": no acknowledgement either way.
-    let mut all = vec![primary.unwrap_or_else(|_| dropped.clone())];
+    if primary.is_err() {
+        all.push(dropped.clone());
+    }
     if !eval.maybe.is_empty() && !all.contains(&dropped) {
         all.push(dropped);
     }
