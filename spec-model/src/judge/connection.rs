@@ -230,7 +230,7 @@ impl Connection {
         let (requester, responder) = match &mut self.sides {
             Sides::Mp { judge, reads } => {
                 if pkt.ext.sacketh.is_some() && meta.icrc_valid {
-                    judge.on_ack(meta.frame, pkt, meta.timestamp_ns);
+                    judge.on_ack(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
                     drain_mp(judge, out);
                 } else if pkt.bth.opcode == Opcode::MP_READ_RESPONSE && meta.icrc_valid {
                     let before = reads.judged;

@@ -23,7 +23,9 @@
 //!
 //! Each MP connection feeds the MP judge
 //! ([`MpJudge`](crate::model::mp::judge::MpJudge)) with its requests and MP
-//! ACKs: selective retransmission, SACK consistency, spraying, cwnd; its MP
+//! ACKs (ordered as captured, [`AckOrder::AsCaptured`](crate::model::mp::judge::AckOrder):
+//! ACKs the network reordered across paths are not compared):
+//! selective retransmission, SACK consistency, spraying, cwnd; its MP
 //! READ Responses are checked against their READ requests (MSN, read
 //! length and, with the PMTU known, PSN: MR-MPR-1; see `mp_read.rs`).
 //!

@@ -13,9 +13,40 @@
 //! un-reporting (MR-MPA-5), echoed R/T flags (MR-MPA-6), syndrome 0x1F
 //! (MR-MPA-8), no NAK 0x60 (MR-MPL-9), BTH flags (MR-MPH-6); and, for a
 //! capture taken at the responder, the ACK deadlines (MR-MPA-1, MR-MPA-2).
+//!
+//! # The order of MP ACKs (MR-MPA-3, MR-MPA-5)
+//!
+//! Both rules speak of the order in which the responder *sent* its ACKs.
+//! MP ACKs are sprayed too (each leaves from a value of the responder's
+//! entropy set, MR-MPS-1, MR-MPS-9), so ACKs on different paths may reach
+//! a capture point in the opposite order; that is the network's doing, not
+//! the responder's. [`AckOrder`] says what the judge may assume:
+//!
+//! - [`AckOrder::AsSent`]: the ACKs come in the order they were sent (a
+//!   harness that sees the responder's output directly). Every ACK is
+//!   compared with everything reported before it.
+//! - [`AckOrder::AsCaptured`] (the default, and what `metaroce check`
+//!   uses): an ACK is compared only with ACKs the capture *proves* were
+//!   sent before it, which are
+//!   1. the earlier ACKs on the same path: same UDP source port (the
+//!      addresses, the destination port 4791 and the QPs are those of the
+//!      connection), so the same 5-tuple, which ECMP keeps on one path and
+//!      a path delivers in order; and
+//!   2. the ACKs captured before the ACK's triggering packet was (its
+//!      echoed UDP source port and MPETH timestamp, MR-MPA-6, name a
+//!      request of the capture; when several of the latest
+//!      1024 transmissions carry that echo, the earliest counts), by more
+//!      than the timestamp tolerance: such an ACK left the responder
+//!      before the capture point saw it, so before the trigger reached the
+//!      responder, so before this ACK was sent. This holds wherever the
+//!      capture point lies on the path between the peers.
+//!
+//!   ACKs on different paths, neither proven first, are not compared: a
+//!   cumulative PSN lower than one seen on another path is no finding.
 
 use super::MpConfig;
 use crate::Finding;
+use metaroce_codec::ext::SackethRepr;
 use metaroce_codec::{Opcode, Psn, RocePacket};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +61,58 @@ pub enum CapturePoint {
     Requester,
     /// At the responder: request times are arrival times, so ACK deadlines apply.
     Responder,
+}
+
+/// Most paths (UDP source ports of MP ACKs) whose latest ACK the judge
+/// keeps per connection: the size of the largest entropy set (MR-MPS-2).
+/// ACKs on further paths are compared only by the trigger's time.
+const MAX_PATHS: usize = 256;
+
+/// What the judge may assume about the order of the MP ACKs it is given
+/// (see the module documentation, "The order of MP ACKs").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AckOrder {
+    /// The ACKs come in the order the responder sent them (a harness that
+    /// sees the responder's output before any network): MR-MPA-3 and
+    /// MR-MPA-5 compare each ACK with every earlier one.
+    AsSent,
+    /// The ACKs come as a capture point behind the spraying saw them: ACKs
+    /// on different paths may have been reordered, so an ACK is compared
+    /// only with those proven sent before it (same path, or captured
+    /// before its triggering packet).
+    #[default]
+    AsCaptured,
+}
+
+/// The latest MP ACK seen on one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PathAck {
+    /// Its cumulative ACK PSN.
+    cum: Psn,
+    /// Its SACK base PSN.
+    base: Psn,
+    /// Its SACK bitmap.
+    bitmap: u64,
+}
+
+impl PathAck {
+    /// Whether this ACK's bitmap reports `q` received beyond its cumulative PSN.
+    fn sacked(&self, q: Psn) -> bool {
+        let i = q.distance(self.base);
+        q.is_after(self.cum) && i < 64 && self.bitmap & (1u64 << (63 - i)) != 0
+    }
+}
+
+/// What an MP ACK is compared with (MR-MPA-3, MR-MPA-5).
+#[derive(Clone, Copy, Debug)]
+struct Earlier {
+    /// The latest cumulative ACK PSN of the ACKs proven sent before it.
+    cum: Option<Psn>,
+    /// The previous ACK on its path ([`AckOrder::AsCaptured`]).
+    path: Option<PathAck>,
+    /// PSNs first reported received (in a bitmap) at a capture time before
+    /// this were reported by an ACK sent before it.
+    before: u64,
 }
 
 /// One observed request transmission.
@@ -65,6 +148,9 @@ pub struct MpJudge {
     pub cfg: MpConfig,
     /// Where the capture was taken.
     pub point: CapturePoint,
+    /// What the judge may assume about the order of MP ACKs (default:
+    /// [`AckOrder::AsCaptured`]).
+    pub ack_order: AckOrder,
     /// How far capture timestamps may be off (ns): the loss-by-time rule
     /// (MR-MPL-4), the ACK deadlines (MR-MPA-1), and the age below which a
     /// packet surely counts in flight (MR-MPC-1) are widened by it.
@@ -77,8 +163,17 @@ pub struct MpJudge {
     seq: u64,
     /// Latest cumulative ACK PSN observed.
     cum: Option<Psn>,
-    /// PSNs reported received beyond `cum`.
-    sacked: BTreeSet<u32>,
+    /// PSNs reported received beyond `cum`, with the capture time ([`Self::clock`])
+    /// of the first ACK that reported each.
+    sacked: BTreeMap<u32, u64>,
+    /// The latest capture time seen (capture times that go back are taken
+    /// as this: times kept for ACKs are never earlier than the truth).
+    clock: u64,
+    /// When `cum` took each of its latest values: (capture time, value),
+    /// oldest first, at most [`RECENT`].
+    cum_marks: std::collections::VecDeque<(u64, Psn)>,
+    /// The latest MP ACK per path (UDP source port), at most [`MAX_PATHS`].
+    paths: BTreeMap<u16, PathAck>,
     /// Orders of acknowledged transmissions (those an unacknowledged PSN
     /// may still count as later, MR-MPL-3/4).
     acked_seqs: BTreeSet<u64>,
@@ -94,9 +189,10 @@ pub struct MpJudge {
     /// value stays out of the rounds until a probe on it is answered,
     /// which this judge does not follow (so it keeps them doubtful).
     retired: BTreeSet<u16>,
-    /// (entropy, timestamp) of the latest [`RECENT`] transmissions, to tell
-    /// an echo that names one packet from one that names several.
-    recent: std::collections::VecDeque<(u16, u32)>,
+    /// (entropy, timestamp, capture time) of the latest [`RECENT`]
+    /// transmissions, to tell an echo that names one packet from one that
+    /// names several, and when the packet an echo names was captured.
+    recent: std::collections::VecDeque<(u16, u32, u64)>,
     /// Requests that need a prompt ACK: PSN → (deadline, frame).
     ack_due: BTreeMap<u32, (u64, u64)>,
     /// Findings so far.
@@ -111,12 +207,16 @@ impl MpJudge {
         MpJudge {
             cfg,
             point,
+            ack_order: AckOrder::default(),
             tolerance_ns: 0,
             sent: BTreeMap::new(),
             first_psn: None,
             seq: 0,
             cum: None,
-            sacked: BTreeSet::new(),
+            sacked: BTreeMap::new(),
+            clock: 0,
+            cum_marks: std::collections::VecDeque::new(),
+            paths: BTreeMap::new(),
             acked_seqs: BTreeSet::new(),
             trim_naked: BTreeSet::new(),
             uses: BTreeMap::new(),
@@ -155,7 +255,7 @@ impl MpJudge {
     }
 
     fn acked(&self, p: Psn) -> bool {
-        self.cum_acked(p) || self.sacked.contains(&p.value())
+        self.cum_acked(p) || self.sacked.contains_key(&p.value())
     }
 
     /// Acknowledged transmissions after order `seq`, counted up to `cap`.
@@ -192,10 +292,17 @@ impl MpJudge {
         j
     }
 
-    /// An MP ACK or MP Atomic Acknowledge observed at `now`.
+    /// An MP ACK or MP Atomic Acknowledge observed at `now`, every one on
+    /// one path (UDP source port 0).
     pub fn ack(&self, p: &RocePacket<'_>, now: u64) -> Self {
+        self.ack_on(p, 0, now)
+    }
+
+    /// An MP ACK or MP Atomic Acknowledge from UDP source port `path`
+    /// observed at `now`.
+    pub fn ack_on(&self, p: &RocePacket<'_>, path: u16, now: u64) -> Self {
         let mut j = self.clone();
-        j.on_ack(0, p, now);
+        j.on_ack(0, p, path, now);
         j
     }
 
@@ -226,7 +333,7 @@ impl MpJudge {
         if self.recent.len() >= RECENT {
             self.recent.pop_front();
         }
-        self.recent.push_back((ev, m.timestamp));
+        self.recent.push_back((ev, m.timestamp, now));
         if p.bth.opcode == Opcode::MP_PROBE {
             self.doubtful.insert(ev, self.seq);
             return;
@@ -425,9 +532,44 @@ impl MpJudge {
         );
     }
 
-    /// [`Self::ack`] in place, for the MP ACK in capture frame `frame`.
-    pub fn on_ack(&mut self, frame: u64, p: &RocePacket<'_>, now: u64) {
+    /// What the MP ACK `s`, from UDP source port `path`, may be compared
+    /// with (MR-MPA-3, MR-MPA-5): what the ACKs proven sent before it
+    /// reported, by [`Self::ack_order`] (see the module documentation).
+    fn earlier(&self, path: u16, s: &SackethRepr) -> Earlier {
+        if self.ack_order == AckOrder::AsSent {
+            return Earlier {
+                cum: self.cum,
+                path: None,
+                before: u64::MAX,
+            };
+        }
+        // The earliest capture of a transmission the echo may name: the
+        // trigger reached the responder after it.
+        let echo = (s.echoed_entropy, s.echoed_timestamp);
+        let trigger = self
+            .recent
+            .iter()
+            .filter(|&&(ev, ts, _)| (ev, ts) == echo)
+            .map(|&(_, _, t)| t)
+            .min();
+        // ACKs captured before `before` were sent before this one.
+        let before = trigger.map_or(0, |t| t.saturating_sub(self.tolerance_ns));
+        let by_time = match self.cum_marks.partition_point(|&(t, _)| t < before) {
+            0 => None,
+            n => self.cum_marks.get(n - 1).map(|&(_, c)| c),
+        };
+        let path = self.paths.get(&path).copied();
+        let cum = match (by_time, path.map(|p| p.cum)) {
+            (Some(a), Some(b)) => Some(if b.is_after(a) { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        Earlier { cum, path, before }
+    }
+
+    /// [`Self::ack_on`] in place, for the MP ACK in capture frame `frame`.
+    pub fn on_ack(&mut self, frame: u64, p: &RocePacket<'_>, path: u16, now: u64) {
         let Some(s) = p.ext.sacketh else { return };
+        self.clock = self.clock.max(now);
         if p.bth.ack_req || p.bth.se || p.bth.pad_count != 0 {
             self.report(
                 "MR-MPH-6",
@@ -436,7 +578,8 @@ impl MpJudge {
             );
         }
         let cum = p.bth.psn;
-        if let Some(old) = self.cum
+        let earlier = self.earlier(path, &s);
+        if let Some(old) = earlier.cum
             && cum.is_before(old)
         {
             self.report(
@@ -455,10 +598,18 @@ impl MpJudge {
                 vec![frame],
             );
         }
-        // MR-MPA-5: nothing reported received may be reported missing.
+        // MR-MPA-5: nothing reported received may be reported missing (by
+        // an ACK proven sent before this one).
         for i in 0..64u32 {
             let q = s.sack_base_psn.add(i);
-            if q.is_after(cum) && !s.is_sacked(q) && self.sacked.contains(&q.value()) {
+            if q.is_after(cum)
+                && !s.is_sacked(q)
+                && (self
+                    .sacked
+                    .get(&q.value())
+                    .is_some_and(|&t| t < earlier.before)
+                    || earlier.path.is_some_and(|a| a.sacked(q)))
+            {
                 self.report(
                     "MR-MPA-5",
                     format!("PSN {q} reported received, now missing"),
@@ -504,7 +655,12 @@ impl MpJudge {
         // A transmission already forgotten (acknowledged) may share them
         // too: the echo must be unique among the recent transmissions.
         let echo = (s.echoed_entropy, s.echoed_timestamp);
-        let unique = self.recent.iter().filter(|&&e| e == echo).count() <= 1;
+        let unique = self
+            .recent
+            .iter()
+            .filter(|&&(ev, ts, _)| (ev, ts) == echo)
+            .count()
+            <= 1;
         let trigger = match (matching.next(), matching.next()) {
             (Some(one), None) if unique => Some(one),
             _ => None,
@@ -555,16 +711,27 @@ impl MpJudge {
         self.acked_seqs.extend(newly);
         if self.cum.is_none_or(|c| cum.is_after(c)) {
             self.cum = Some(cum);
+            self.mark_cum(cum);
+        }
+        if self.paths.len() < MAX_PATHS || self.paths.contains_key(&path) {
+            self.paths.insert(
+                path,
+                PathAck {
+                    cum,
+                    base: s.sack_base_psn,
+                    bitmap: s.sack_bitmap,
+                },
+            );
         }
         for i in 0..64u32 {
             let q = s.sack_base_psn.add(i);
             if s.is_sacked(q) && q.is_after(cum) {
-                self.sacked.insert(q.value());
+                self.sacked.entry(q.value()).or_insert(self.clock);
             }
         }
         let c = self.cum;
         self.sacked
-            .retain(|&q| c.is_none_or(|c| Psn::new(q).is_after(c)));
+            .retain(|&q, _| c.is_none_or(|c| Psn::new(q).is_after(c)));
         let covered: Vec<u32> = self
             .ack_due
             .keys()
@@ -580,6 +747,23 @@ impl MpJudge {
         self.note_losses(now);
         self.forget_acknowledged();
         self.check_deadlines(now);
+    }
+
+    /// The cumulative ACK PSN seen so far became `cum` at [`Self::clock`].
+    /// Marks no echo can need any more are dropped: a trigger is one of
+    /// the [`RECENT`] latest transmissions, so the comparison uses at most
+    /// one mark before the oldest of them was captured.
+    fn mark_cum(&mut self, cum: Psn) {
+        let oldest = self
+            .recent
+            .front()
+            .map_or(0, |&(_, _, t)| t.saturating_sub(self.tolerance_ns));
+        while self.cum_marks.len() >= RECENT
+            || self.cum_marks.get(1).is_some_and(|&(t, _)| t < oldest)
+        {
+            self.cum_marks.pop_front();
+        }
+        self.cum_marks.push_back((self.clock, cum));
     }
 
     /// A loss attributable to a value retires it (MR-MPF-1) when the PSN
@@ -617,7 +801,7 @@ impl MpJudge {
         let oldest = self
             .sent
             .iter()
-            .filter(|&(&q, _)| !self.sacked.contains(&q))
+            .filter(|&(&q, _)| !self.sacked.contains_key(&q))
             .map(|(_, x)| x.seq)
             .min()
             .unwrap_or(self.seq);
@@ -792,8 +976,8 @@ mod tests {
     /// An older MP ACK the network delivers after a newer one (multipath
     /// reorders ACKs too): its bitmap reports PSNs the newer ACK already
     /// acknowledged cumulatively, which the judge has forgotten. They were
-    /// sent, so only the cumulative PSN moving back (MR-MPA-3, which a
-    /// capture of reordered ACKs cannot judge) is reported, not MR-MPA-4.
+    /// sent, so no MR-MPA-4; and on one path (both ACKs from UDP source port
+    /// 0 here) the cumulative PSN moved back, MR-MPA-3.
     #[test]
     fn reordered_ack_bits_below_latest_cum_mr_mpa_4() {
         let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
@@ -1148,5 +1332,181 @@ mod tests {
             },
         ));
         assert_eq!(ids(&j.ack(&b.roce(), 10).findings), vec!["MR-MPA-4"]);
+    }
+
+    /// Requests PSN 10..=13 at capture times 10..=13 on values 1, 2, 3, 1,
+    /// and the MP ACKs `older` (cumulative 11, triggered by PSN 11, SACKs
+    /// 13) and `newer` (cumulative 13, triggered by PSN 13).
+    fn two_acks() -> (MpJudge, Wire, Wire) {
+        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+        for i in 10..14u32 {
+            j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
+        }
+        let s = SackethRepr {
+            syndrome: Syndrome(0x1F),
+            msn: Msn::new(0xFF_FFFF),
+            ..SackethRepr::default()
+        };
+        let older = wire(ack(
+            11,
+            SackethRepr {
+                sack_base_psn: Psn::new(12),
+                sack_bitmap: 0b01 << 62,
+                echoed_entropy: 3,
+                echoed_timestamp: 1011,
+                ..s
+            },
+        ));
+        let newer = wire(ack(
+            13,
+            SackethRepr {
+                sack_base_psn: Psn::new(14),
+                echoed_entropy: 2,
+                echoed_timestamp: 1013,
+                ..s
+            },
+        ));
+        (j, older, newer)
+    }
+
+    /// Two MP ACKs from different UDP source ports (paths), the newer one
+    /// captured first: the network reordered them, the responder did
+    /// nothing wrong. No MR-MPA-3 (cumulative 13 then 11) and no MR-MPA-5
+    /// (the older ACK's window shows PSN 12 missing, which the newer one
+    /// covered) in a capture; in the order the responder sent them, both.
+    #[test]
+    fn acks_reordered_across_paths_are_no_mr_mpa_3_or_5() {
+        let (j, older, newer) = two_acks();
+        let k = j.ack_on(&newer.roce(), 0xD001, 20);
+        let k = k.ack_on(&older.roce(), 0xD002, 21);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // A harness that sees the responder's output (AsSent) reports them.
+        let mut strict = j.clone();
+        strict.ack_order = AckOrder::AsSent;
+        let k = strict.ack_on(&newer.roce(), 0xD001, 20);
+        let k = k.ack_on(&older.roce(), 0xD002, 21);
+        assert_eq!(ids(&k.findings), vec!["MR-MPA-3"]);
+        // In sending order on two paths: clean either way.
+        let k = j.ack_on(&older.roce(), 0xD002, 20);
+        let k = k.ack_on(&newer.roce(), 0xD001, 21);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        // MR-MPA-5: the newer ACK (triggered by PSN 13) SACKs PSN 13; the
+        // older one (by PSN 11), captured after it on another path, shows
+        // 13 missing. Clean in a capture, MR-MPA-5 as sent.
+        let sack = |bitmap: u64, ev: u16, ts: u32| {
+            wire(ack(
+                11,
+                SackethRepr {
+                    syndrome: Syndrome(0x1F),
+                    msn: Msn::new(0xFF_FFFF),
+                    sack_base_psn: Psn::new(12),
+                    sack_bitmap: bitmap,
+                    echoed_entropy: ev,
+                    echoed_timestamp: ts,
+                    ..SackethRepr::default()
+                },
+            ))
+        };
+        let (sacks_13, not_yet) = (sack(0b01 << 62, 2, 1013), sack(0, 3, 1011));
+        let k = j.ack_on(&sacks_13.roce(), 0xD001, 20);
+        let k = k.ack_on(&not_yet.roce(), 0xD002, 21);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
+        let k = strict.ack_on(&sacks_13.roce(), 0xD001, 20);
+        let k = k.ack_on(&not_yet.roce(), 0xD002, 21);
+        assert_eq!(ids(&k.findings), vec!["MR-MPA-5"]);
+    }
+
+    /// On one path (same UDP source port) MP ACKs arrive in the order they
+    /// were sent: a cumulative PSN that moves back there is MR-MPA-3, and a
+    /// PSN reported received, then missing, MR-MPA-5.
+    #[test]
+    fn cum_moving_back_on_one_path_is_mr_mpa_3() {
+        let (j, _, newer) = two_acks();
+        let k = j.ack_on(&newer.roce(), 0xD001, 20);
+        let back = wire(ack(
+            11,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                msn: Msn::new(0xFF_FFFF),
+                sack_base_psn: Psn::new(12),
+                echoed_entropy: 3,
+                echoed_timestamp: 1011,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = k.ack_on(&back.roce(), 0xD001, 21);
+        assert_eq!(ids(&k.findings), vec!["MR-MPA-3"]);
+        // PSN 13 SACKed on a path, then shown missing there: MR-MPA-5.
+        let (j, older, _) = two_acks();
+        let k = j.ack_on(&older.roce(), 0xD002, 20);
+        let missing = wire(ack(
+            11,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                msn: Msn::new(0xFF_FFFF),
+                sack_base_psn: Psn::new(12),
+                echoed_entropy: 2,
+                echoed_timestamp: 1013,
+                ..SackethRepr::default()
+            },
+        ));
+        let k2 = k.ack_on(&missing.roce(), 0xD002, 21);
+        assert_eq!(ids(&k2.findings), vec!["MR-MPA-5"]);
+        // The same ACK on another path is not proven later: no finding.
+        let k3 = k.ack_on(&missing.roce(), 0xD003, 21);
+        assert!(k3.findings.is_empty(), "{:?}", k3.findings);
+    }
+
+    /// An ACK on another path whose triggering packet was captured after
+    /// an earlier ACK was: the earlier ACK left the responder before the
+    /// trigger reached it, so before this ACK was sent. A cumulative PSN
+    /// moving back across paths is then MR-MPA-3, a PSN un-reported
+    /// MR-MPA-5; within the timestamp tolerance it is not proven.
+    #[test]
+    fn an_ack_triggered_after_another_was_captured_is_judged_against_it() {
+        let (j, older, _) = two_acks();
+        // PSN 13 SACKed at time 20, everything up to 13 at 21, on path 0xD002.
+        let j = j.ack_on(&older.roce(), 0xD002, 20);
+        let j = j.ack_on(&cum_ack(13).roce(), 0xD002, 21);
+        // PSN 14 sent at 30 on value 2, timestamp 1014; its ACK on another
+        // path says cumulative 11.
+        let j = j.request(&data(14, false).roce(), 2, 30);
+        let late = wire(ack(
+            11,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                msn: Msn::new(0xFF_FFFF),
+                sack_base_psn: Psn::new(12),
+                sack_bitmap: 0b001 << 61,
+                echoed_entropy: 2,
+                echoed_timestamp: 1014,
+                ..SackethRepr::default()
+            },
+        ));
+        let k = j.ack_on(&late.roce(), 0xD001, 40);
+        assert_eq!(ids(&k.findings), vec!["MR-MPA-3"]);
+        // Cumulative 12 and PSN 13 missing: MR-MPA-5 only.
+        let unreport = wire(ack(
+            12,
+            SackethRepr {
+                syndrome: Syndrome(0x1F),
+                msn: Msn::new(0xFF_FFFF),
+                sack_base_psn: Psn::new(13),
+                sack_bitmap: 0b01 << 62,
+                echoed_entropy: 2,
+                echoed_timestamp: 1014,
+                ..SackethRepr::default()
+            },
+        ));
+        let mut before_cum = two_acks().0.ack_on(&older.roce(), 0xD002, 20);
+        before_cum = before_cum.request(&data(14, false).roce(), 2, 30);
+        let k = before_cum.ack_on(&unreport.roce(), 0xD001, 40);
+        assert_eq!(ids(&k.findings), vec!["MR-MPA-5"]);
+        // With 10 ns of tolerance the trigger (30) is not proven after the
+        // ACKs (20, 21): nothing.
+        let mut tolerant = j.clone();
+        tolerant.tolerance_ns = 10;
+        let k = tolerant.ack_on(&late.roce(), 0xD001, 40);
+        assert!(k.findings.is_empty(), "{:?}", k.findings);
     }
 }
