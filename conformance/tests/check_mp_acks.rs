@@ -1,6 +1,9 @@
 //! `metaroce check` on MP ACKs as a capture shows them: ACKs the network
 //! reordered across paths (UDP source ports) are no MR-MPA-3, while a
-//! cumulative PSN that moves back on one path still is.
+//! cumulative PSN that moves back on one path still is; and an MP ACK its
+//! receiver drops (a bad IPv4 header checksum) acknowledges nothing, so a
+//! later retransmission of a PSN it covered is no MR-MPL-6, while the
+//! per-packet finding for the checksum stays.
 
 mod common;
 use common::*;
@@ -105,4 +108,23 @@ fn a_cumulative_psn_moving_back_on_one_path_is_mr_mpa_3() {
     let (found, code, text) = check("mp-acks-one-path.pcapng", &swapped_acks(0xD001, 0xD001));
     assert_eq!(found, [(6, "MR-MPA-3".to_owned())], "{text}");
     assert_eq!(code, Some(1), "{text}");
+}
+
+#[test]
+fn an_mp_ack_with_a_bad_ipv4_checksum_acknowledges_nothing() {
+    // PSNs 0..=3; the ACK of all four arrives with a bad IPv4 header
+    // checksum (the requester drops it: SPEC §9.2 row 3); after the RTO
+    // (mp_rto_min, 100 µs) the requester resends PSN 2 with R and AckReq.
+    let mut frames: Vec<(u64, Vec<u8>)> = (0..4u32)
+        .map(|psn| (u64::from(psn) * 1_000, send(psn, 5_000 + psn, false)))
+        .collect();
+    frames.push((10_000, ack(3, 5_003, 0xD001).ipv4_checksum(0xBAD).build()));
+    frames.push((200_000, send(2, 205_000, true)));
+    let (found, code, text) = check("mp-ack-bad-ip-checksum.pcapng", &frames);
+    assert_eq!(found, [(5, "MR-ENC-7".to_owned())], "{text}");
+    assert_eq!(code, Some(1), "{text}");
+    // The same ACK intact: PSN 2 was acknowledged, its resend is MR-MPL-6.
+    frames[4].1 = ack(3, 5_003, 0xD001).build();
+    let (found, _, text) = check("mp-ack-good-ip-checksum.pcapng", &frames);
+    assert_eq!(found, [(6, "MR-MPL-6".to_owned())], "{text}");
 }

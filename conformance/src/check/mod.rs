@@ -41,8 +41,9 @@ use metaroce_spec::Profile;
 use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
 };
+use metaroce_spec::model::receiver::frame_admission;
 use metaroce_spec::requirements;
-use metaroce_spec::validate::{Context, validate_frame, validate_undecodable};
+use metaroce_spec::validate::{Context, taken_as_trimmed, validate_frame, validate_undecodable};
 use metaroce_spec::{Finding, Severity};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -86,6 +87,9 @@ pub struct Inspection<'a> {
     /// The payload's mark, taken with the ICRC: the conversation judge
     /// keeps it instead of a copy of the payload.
     mark: Option<icrc::PayloadMark>,
+    /// Its receiver may deliver it: it passes the rows of SPEC.md §9.2 a
+    /// capture shows (`frame_admission`, from the ICRC verdict above).
+    admitted: bool,
     /// The per-packet findings.
     findings: Vec<Finding>,
 }
@@ -118,6 +122,7 @@ impl Inspector {
     pub fn inspect_into<'a>(&self, linktype: u32, data: &'a [u8], out: &mut Inspection<'a>) {
         out.status = icrc::IcrcStatus::NotRoce;
         out.mark = None;
+        out.admitted = false;
         out.findings.clear();
         out.outcome = Outcome::Skipped;
         if linktype != LINKTYPE_ETHERNET {
@@ -150,6 +155,11 @@ impl Inspector {
         }
         (out.status, out.mark) = icrc::verify_wire_marked(frame, data);
         out.findings = validate_frame(frame, out.status, &self.ctx);
+        if frame.roce.is_some() {
+            let trimmed = taken_as_trimmed(frame, out.status, &self.ctx);
+            out.admitted =
+                frame_admission(frame, out.status, self.options.dialect, trimmed).is_ok();
+        }
         out.outcome = Outcome::Decoded;
     }
 }
@@ -324,7 +334,7 @@ impl Checker {
             Outcome::Decoded => {}
         }
         let frame = &inspection.frame;
-        let (status, mark) = (inspection.status, inspection.mark);
+        let (mark, admitted) = (inspection.mark, inspection.admitted);
         let findings = std::mem::take(&mut inspection.findings);
         if frame.roce.is_some() {
             self.summary.roce_frames += 1;
@@ -348,7 +358,7 @@ impl Checker {
             dst,
             udp_src_port: udp.src_port,
             ecn: ip.ecn(),
-            icrc_valid: !matches!(status, icrc::IcrcStatus::Invalid { .. }),
+            admitted,
         };
         let Some(judge) = self.conversation.as_mut() else {
             return packet_reported(number, findings, vec![pkt.bth.dest_qp], None);

@@ -62,7 +62,7 @@ use super::mp_watch::{MpWatch, changed, fill_mp_recvs, memory, rewrite_target};
 use super::pair::{Event, Kind, LINK_CAP, Modified, Pair};
 use super::reference;
 use core::net::IpAddr;
-use metaroce_codec::{Frame, IcrcStatus, IpRepr, Opcode, ParseOptions, Psn, icrc};
+use metaroce_codec::{Frame, IpRepr, Opcode, ParseOptions, Psn, icrc};
 use metaroce_ref::{Access, DeviceConfig, QpState as RefState, WorkCompletion};
 use metaroce_spec::Severity;
 use metaroce_spec::judge::{ConversationConfig, ConversationJudge, MAX_PENDING, PacketMeta};
@@ -70,7 +70,7 @@ use metaroce_spec::model::congestion::NpDecision;
 use metaroce_spec::model::mp::spec_allows;
 use metaroce_spec::model::qp::{QpState, QpType};
 use metaroce_spec::model::receiver::{
-    Device as RxModel, LocalQp, MpAdmission, Received, Receiver, Verdict,
+    Device as RxModel, LocalQp, MpAdmission, Received, Receiver, Verdict, frame_admission,
 };
 use metaroce_spec::model::responder::{
     AccessFlags, Features, MemoryRegion, Message, QpAttributes, RecvWr, ResponderState,
@@ -836,7 +836,13 @@ impl Judges {
             dst: IpAddr::V4(ip.dst),
             udp_src_port: udp.src_port,
             ecn: ip.tos & 3,
-            icrc_valid: icrc::verify(&frame) == IcrcStatus::Valid,
+            admitted: frame_admission(
+                &frame,
+                icrc::verify(&frame),
+                ParseOptions::default().dialect,
+                false,
+            )
+            .is_ok(),
         };
         let found = conv.on_packet(&meta, packet);
         if conv.pending() > MAX_PENDING / 2 {
