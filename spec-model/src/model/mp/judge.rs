@@ -46,7 +46,6 @@
 
 use super::MpConfig;
 use crate::Finding;
-use metaroce_codec::ext::SackethRepr;
 use metaroce_codec::{Opcode, Psn, RocePacket};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -532,10 +531,22 @@ impl MpJudge {
         );
     }
 
-    /// What the MP ACK `s`, from UDP source port `path`, may be compared
+    /// The latest transmissions whose (entropy, timestamp) is `echo`: how
+    /// many, and when the earliest of them was captured.
+    fn echoed(&self, echo: (u16, u32)) -> (usize, Option<u64>) {
+        self.recent
+            .iter()
+            .filter(|&&(ev, ts, _)| (ev, ts) == echo)
+            .fold((0, None), |(n, first), &(_, _, t)| {
+                (n + 1, Some(first.map_or(t, |f: u64| f.min(t))))
+            })
+    }
+
+    /// What an MP ACK from UDP source port `path`, whose echo names
+    /// transmissions captured at `trigger` at the earliest, may be compared
     /// with (MR-MPA-3, MR-MPA-5): what the ACKs proven sent before it
     /// reported, by [`Self::ack_order`] (see the module documentation).
-    fn earlier(&self, path: u16, s: &SackethRepr) -> Earlier {
+    fn earlier(&self, path: u16, trigger: Option<u64>) -> Earlier {
         if self.ack_order == AckOrder::AsSent {
             return Earlier {
                 cum: self.cum,
@@ -543,16 +554,8 @@ impl MpJudge {
                 before: u64::MAX,
             };
         }
-        // The earliest capture of a transmission the echo may name: the
-        // trigger reached the responder after it.
-        let echo = (s.echoed_entropy, s.echoed_timestamp);
-        let trigger = self
-            .recent
-            .iter()
-            .filter(|&&(ev, ts, _)| (ev, ts) == echo)
-            .map(|&(_, _, t)| t)
-            .min();
-        // ACKs captured before `before` were sent before this one.
+        // The trigger reached the responder after the capture point saw
+        // it; ACKs captured before `before` were sent before this one.
         let before = trigger.map_or(0, |t| t.saturating_sub(self.tolerance_ns));
         let by_time = match self.cum_marks.partition_point(|&(t, _)| t < before) {
             0 => None,
@@ -578,7 +581,9 @@ impl MpJudge {
             );
         }
         let cum = p.bth.psn;
-        let earlier = self.earlier(path, &s);
+        // The transmissions the echo names (MR-MPA-6): the trigger is one.
+        let (echoes, trigger_time) = self.echoed((s.echoed_entropy, s.echoed_timestamp));
+        let earlier = self.earlier(path, trigger_time);
         if let Some(old) = earlier.cum
             && cum.is_before(old)
         {
@@ -654,13 +659,7 @@ impl MpJudge {
             .map(|(&q, x)| (Psn::new(q), *x));
         // A transmission already forgotten (acknowledged) may share them
         // too: the echo must be unique among the recent transmissions.
-        let echo = (s.echoed_entropy, s.echoed_timestamp);
-        let unique = self
-            .recent
-            .iter()
-            .filter(|&&(ev, ts, _)| (ev, ts) == echo)
-            .count()
-            <= 1;
+        let unique = echoes <= 1;
         let trigger = match (matching.next(), matching.next()) {
             (Some(one), None) if unique => Some(one),
             _ => None,
