@@ -41,7 +41,7 @@ use metaroce_spec::Profile;
 use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
 };
-use metaroce_spec::model::receiver::frame_admission;
+use metaroce_spec::model::receiver::FrameAdmission;
 use metaroce_spec::requirements;
 use metaroce_spec::validate::{Context, taken_as_trimmed, validate_frame, validate_undecodable};
 use metaroce_spec::{Finding, Severity};
@@ -66,6 +66,9 @@ pub struct Inspector {
     options: ParseOptions,
     /// Only frames of this profile are judged (`--profile`).
     profile: Option<Profile>,
+    /// Admission as far as a frame shows it (SPEC.md §9.2), for the
+    /// conversation judge.
+    admission: FrameAdmission,
 }
 
 /// What one frame shows on its own ([`Inspector::inspect`]), waiting to be
@@ -88,7 +91,8 @@ pub struct Inspection<'a> {
     /// keeps it instead of a copy of the payload.
     mark: Option<icrc::PayloadMark>,
     /// Its receiver may deliver it: it passes the rows of SPEC.md §9.2 a
-    /// capture shows (`frame_admission`, from the ICRC verdict above).
+    /// capture shows ([`FrameAdmission`], from the ICRC verdict above and
+    /// the validators' verdict on the IPv4 header checksum).
     admitted: bool,
     /// The per-packet findings.
     findings: Vec<Finding>,
@@ -157,8 +161,13 @@ impl Inspector {
         out.findings = validate_frame(frame, out.status, &self.ctx);
         if frame.roce.is_some() {
             let trimmed = taken_as_trimmed(frame, out.status, &self.ctx);
-            out.admitted =
-                frame_admission(frame, out.status, self.options.dialect, trimmed).is_ok();
+            // The validators report a wrong IPv4 header checksum (MR-ENC-7):
+            // without findings it is right, and is not summed again.
+            let ipv4_checksum_right = out.findings.is_empty().then_some(true);
+            out.admitted = self
+                .admission
+                .admit(frame, out.status, trimmed, ipv4_checksum_right)
+                .is_ok();
         }
         out.outcome = Outcome::Decoded;
     }
@@ -259,6 +268,7 @@ impl Checker {
         let options = ctx.parse_options();
         Checker {
             inspector: Inspector {
+                admission: FrameAdmission::new(options.dialect),
                 ctx,
                 options,
                 profile: None,

@@ -70,7 +70,7 @@ use metaroce_spec::model::congestion::NpDecision;
 use metaroce_spec::model::mp::spec_allows;
 use metaroce_spec::model::qp::{QpState, QpType};
 use metaroce_spec::model::receiver::{
-    Device as RxModel, LocalQp, MpAdmission, Received, Receiver, Verdict, frame_admission,
+    Device as RxModel, FrameAdmission, LocalQp, MpAdmission, Received, Receiver, Verdict,
 };
 use metaroce_spec::model::responder::{
     AccessFlags, Features, MemoryRegion, Message, QpAttributes, RecvWr, ResponderState,
@@ -113,6 +113,8 @@ struct Judges {
     rx: RxModel,
     rsp: ResponderState,
     conv: Option<ConversationJudge>,
+    /// What the conversation judge's frames show of admission (§9.2).
+    admission: FrameAdmission,
     frames: u64,
     /// Frames the responder model judged.
     judged: u64,
@@ -253,6 +255,7 @@ impl Judges {
             invalid: BTreeSet::new(),
             recv_lkeys: BTreeMap::new(),
             conv,
+            admission: FrameAdmission::new(ParseOptions::default().dialect),
             frames: 0,
             judged: 0,
             resume: false,
@@ -836,13 +839,10 @@ impl Judges {
             dst: IpAddr::V4(ip.dst),
             udp_src_port: udp.src_port,
             ecn: ip.tos & 3,
-            admitted: frame_admission(
-                &frame,
-                icrc::verify(&frame),
-                ParseOptions::default().dialect,
-                false,
-            )
-            .is_ok(),
+            admitted: self
+                .admission
+                .admit(&frame, icrc::verify(&frame), false, None)
+                .is_ok(),
         };
         let found = conv.on_packet(&meta, packet);
         if conv.pending() > MAX_PENDING / 2 {

@@ -153,7 +153,7 @@ pub struct PacketMeta {
     /// IP ECN code point.
     pub ecn: u8,
     /// The frame passes admission as far as a capture shows it
-    /// ([`frame_admission`](crate::model::receiver::frame_admission): the
+    /// ([`FrameAdmission`](crate::model::receiver::FrameAdmission): the
     /// rows of SPEC.md §9.2 that need no knowledge of the receiving QP, the
     /// IPv4 header checksum, UDP lengths and ICRC among them). A frame that
     /// fails it is judged as its sender's act, but its receiver drops it:

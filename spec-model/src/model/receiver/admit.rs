@@ -395,7 +395,8 @@ fn roce<'a>(
     if parsed == Parsed::PadTooLarge {
         return drop(&["MR-ROB-4"], MALFORMED); // row 20
     }
-    if let Some(v) = row(rows::unwanted_payload(&packet, dialect(rx), trimmed)) {
+    let no_payload = rows::carries_no_payload(op, dialect(rx));
+    if let Some(v) = row(rows::unwanted_payload(&packet, no_payload, trimmed)) {
         return v; // row 20
     }
     // "MR-ICRC-3", "MR-ICRC-6": the ICRC is checked here, before the packet

@@ -10,12 +10,12 @@
 //! [`Device`] keeps the §9.3 counters and, per QP, the congestion state; it
 //! changes only the QP the packet names.
 //!
-//! [`frame_admission`] applies the rows that need no knowledge of the
+//! [`FrameAdmission`] applies the rows that need no knowledge of the
 //! receiving QP to a frame already decoded (a capture checker's), with the
 //! same row functions.
 //!
 //! Files: `admit` (the rows of §9.2), `rows` (the rows that depend on the
-//! packet alone, and `frame_admission`), `canonical` (ignored bits),
+//! packet alone, and `FrameAdmission`), `canonical` (ignored bits),
 //! `counters` (§9.3), `device` (dispatch, CNP and DCQCN glue, reset).
 
 mod admit;
@@ -27,7 +27,7 @@ mod rows;
 pub use admit::admit;
 pub use counters::Counters;
 pub use device::{Device, Received};
-pub use rows::frame_admission;
+pub use rows::FrameAdmission;
 
 use crate::model::mp::ArrivalInfo;
 use crate::model::qp::{QpState, QpType};

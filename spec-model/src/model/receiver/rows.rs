@@ -1,7 +1,7 @@
 //! The rows of SPEC.md §9.2 that depend on the packet alone, not on the
 //! receiving QP: each returns the drop its row demands, `None` when the row
 //! does not match. [`admit`](super::admit) walks them (with the QP's rows)
-//! over raw bytes; [`frame_admission`] walks them over a frame a capture
+//! over raw bytes; [`FrameAdmission`] walks them over a frame a capture
 //! checker has already decoded, so both apply one rule.
 
 use super::Dropped;
@@ -101,18 +101,20 @@ pub(super) fn reserved_opcode(op: Opcode) -> Option<Dropped> {
     }
 }
 
+/// Whether opcode `op` carries no payload in `dialect` (row 20).
+pub(super) fn carries_no_payload(op: Opcode, dialect: Dialect) -> bool {
+    op.layout(dialect)
+        .is_some_and(|l| l.payload == PayloadRule::None)
+}
+
 /// Row 20 for a packet read whole: padding or payload in a packet whose
-/// opcode carries none (a trimmed MP packet is exempt).
+/// opcode carries none (`no_payload`, [`carries_no_payload`]; a trimmed MP
+/// packet is exempt).
 pub(super) fn unwanted_payload(
     packet: &RocePacket<'_>,
-    dialect: Dialect,
+    no_payload: bool,
     trimmed: bool,
 ) -> Option<Dropped> {
-    let no_payload = packet
-        .bth
-        .opcode
-        .layout(dialect)
-        .is_some_and(|l| l.payload == PayloadRule::None);
     if !trimmed && no_payload && (packet.bth.pad_count != 0 || !packet.payload.is_empty()) {
         return drop(&["MR-ROB-4"], MALFORMED);
     }
@@ -128,21 +130,22 @@ pub(super) fn icrc_wrong(valid: bool, trimmed: bool) -> Option<Dropped> {
     None
 }
 
+/// Bit of [`FrameAdmission`]'s opcode table: the opcode carries no payload.
+const NO_PAYLOAD: u8 = 0x80;
+
 /// What a receiver does with a frame a capture shows, as far as the frame
 /// alone tells: the rows of §9.2 that need no knowledge of the receiving
 /// QP, in table order, each by the same function [`admit`](super::admit)
-/// uses. `Err` names the first row that drops the frame (or, for a frame
-/// that is no decoded RoCE packet, that it is no MetaRoCE packet at all,
-/// MR-ENC-11, with no counter); `Ok`: the receiver delivers it if the QP
-/// it names exists, is in a state that takes it, and matches its
-/// addresses, P_Key, Q_Key and features (rows 10–19, which a capture does
-/// not show).
+/// uses (the opcode's rows 11, 13 and 20 looked up in a table those
+/// functions filled for the dialect, once).
 ///
-/// `frame` is decoded (a frame the codec cannot decode never reaches a
-/// QP either: rows 1, 4 and 8), `icrc` its ICRC check (computed once by
-/// the caller), `dialect` the opcode dialect it was decoded in, and
-/// `trimmed` whether the caller takes it as an MP packet a switch trimmed
-/// (its UDP length, payload and ICRC are then not judged, MR-MPT-3).
+/// [`FrameAdmission::admit`] returns `Err` naming the first row that
+/// drops the frame (or, for a frame that is no decoded RoCE packet, that it
+/// is no MetaRoCE packet at all, MR-ENC-11, with no counter); `Ok`: the
+/// receiver delivers it if the QP it names exists, is in a state that
+/// takes it, and matches its addresses, P_Key, Q_Key and features (rows
+/// 10–19, which a capture does not show).
+///
 /// What admission never looks at is never looked at here either: the UDP
 /// checksum (a wrong one may or may not be dropped, MR-ENC-18; like
 /// [`admit`](super::admit), this delivers it), source port, ECN, DSCP and
@@ -150,34 +153,90 @@ pub(super) fn icrc_wrong(valid: bool, trimmed: bool) -> Option<Dropped> {
 /// frame as RoCE on a port it was told carries RoCE, a port other than
 /// 4791 is its sender's fault (MR-ENC-11, a per-packet finding), and taking
 /// a frame its receiver did take as dropped would make the judges blame
-/// the sender for what that frame answered. Allocates nothing.
-pub fn frame_admission(
-    frame: &Frame<'_>,
-    icrc: IcrcStatus,
+/// the sender for what that frame answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameAdmission {
     dialect: Dialect,
-    trimmed: bool,
-) -> Result<(), Dropped> {
-    if let Some(IpRepr::V4(v4)) = &frame.ip {
-        ok(ipv4_form(v4.ihl, v4.is_fragment()))?;
-        ok(ipv4_checksum(v4.checksum, v4.compute_checksum()))?;
+    /// Per opcode: the low 7 bits index `drops` plus one (0: rows 11 and
+    /// 13 pass), [`NO_PAYLOAD`] row 20's "carries no payload".
+    opcodes: [u8; 256],
+    /// The distinct drops of rows 11 and 13.
+    drops: Vec<Dropped>,
+}
+
+impl FrameAdmission {
+    /// The rows for frames decoded in opcode dialect `dialect`.
+    pub fn new(dialect: Dialect) -> Self {
+        let mut opcodes = [0u8; 256];
+        let mut drops: Vec<Dropped> = Vec::new();
+        for (code, entry) in opcodes.iter_mut().enumerate() {
+            let op = Opcode(code as u8);
+            if let Some(d) = foreign_class(op).or_else(|| reserved_opcode(op)) {
+                let at = drops.iter().position(|x| *x == d).unwrap_or_else(|| {
+                    drops.push(d);
+                    drops.len() - 1
+                });
+                // At most a handful of distinct drops: the index fits 7 bits.
+                *entry = (at as u8 + 1) & !NO_PAYLOAD;
+            }
+            if carries_no_payload(op, dialect) {
+                *entry |= NO_PAYLOAD;
+            }
+        }
+        FrameAdmission {
+            dialect,
+            opcodes,
+            drops,
+        }
     }
-    let (Some(udp), Some(packet)) = (&frame.udp, &frame.roce) else {
-        return Err(NOT_METAROCE);
-    };
-    let udp_len = usize::from(udp.length);
-    if !trimmed {
-        ok(udp_ip_length(udp_len, udp_len + frame.udp_excess.len()))?;
+
+    /// The dialect the table is for.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
     }
-    ok(udp_length(udp_len))?;
-    let op = packet.bth.opcode;
-    ok(tver(packet.bth.tver))?;
-    if special_qpn(packet.bth.dest_qp) {
-        return Err(UNKNOWN_QP);
+
+    /// Judges `frame`, decoded in [`Self::dialect`] (a frame the codec
+    /// cannot decode never reaches a QP either: rows 1, 4 and 8). `icrc`
+    /// is its ICRC check, `trimmed` whether the caller takes it as an MP
+    /// packet a switch trimmed (its UDP length, payload and ICRC are then
+    /// not judged, MR-MPT-3), and `ipv4_checksum_right` the verdict on its
+    /// IPv4 header checksum when the caller has one (`None`: computed
+    /// here). Allocates nothing.
+    pub fn admit(
+        &self,
+        frame: &Frame<'_>,
+        icrc: IcrcStatus,
+        trimmed: bool,
+        ipv4_checksum_right: Option<bool>,
+    ) -> Result<(), Dropped> {
+        if let Some(IpRepr::V4(v4)) = &frame.ip {
+            ok(ipv4_form(v4.ihl, v4.is_fragment()))?;
+            if ipv4_checksum_right != Some(true) {
+                ok(ipv4_checksum(v4.checksum, v4.compute_checksum()))?;
+            }
+        }
+        let (Some(udp), Some(packet)) = (&frame.udp, &frame.roce) else {
+            return Err(NOT_METAROCE);
+        };
+        let udp_len = usize::from(udp.length);
+        if !trimmed {
+            ok(udp_ip_length(udp_len, udp_len + frame.udp_excess.len()))?;
+        }
+        ok(udp_length(udp_len))?;
+        ok(tver(packet.bth.tver))?;
+        if special_qpn(packet.bth.dest_qp) {
+            return Err(UNKNOWN_QP);
+        }
+        let entry = self.opcodes[usize::from(packet.bth.opcode.0)];
+        if let Some(d) = usize::from(entry & !NO_PAYLOAD)
+            .checked_sub(1)
+            .and_then(|i| self.drops.get(i))
+        {
+            return Err(*d); // rows 11, 13
+        }
+        ok(unwanted_payload(packet, entry & NO_PAYLOAD != 0, trimmed))?;
+        ok(icrc_wrong(icrc.is_valid() != Some(false), trimmed))
     }
-    ok(foreign_class(op))?;
-    ok(reserved_opcode(op))?;
-    ok(unwanted_payload(packet, dialect, trimmed))?;
-    ok(icrc_wrong(icrc.is_valid() != Some(false), trimmed))
 }
 
 /// No RoCE packet (no UDP header, or a UDP port not decoded as RoCE): no

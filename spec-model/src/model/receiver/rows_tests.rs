@@ -1,8 +1,8 @@
-//! [`frame_admission`] (a capture checker's admission of a decoded frame)
+//! [`FrameAdmission`] (a capture checker's admission of a decoded frame)
 //! against [`admit`] (the whole receive path) on the same bytes: when the
 //! receiving QP's rows pass, both deliver the same frames and drop the
 //! others for the same row. (A UDP destination port other than 4791 is
-//! not decoded as RoCE with the default options here; `frame_admission`
+//! not decoded as RoCE with the default options here; `FrameAdmission`
 //! leaves that row to the caller, see its documentation.)
 
 use super::*;
@@ -73,7 +73,7 @@ fn cases() -> Vec<(&'static str, PacketBuilder)> {
 }
 
 #[test]
-fn frame_admission_agrees_with_admit() {
+fn frame_admission_agrees_with_admit_row_by_row() {
     let rx = receiver();
     let options = ParseOptions {
         dialect: Dialect::MetaRoce,
@@ -89,7 +89,7 @@ fn frame_admission_agrees_with_admit() {
             continue;
         };
         let status = icrc::verify_wire(&frame, &wire);
-        let ours = frame_admission(&frame, status, Dialect::MetaRoce, false);
+        let ours = FrameAdmission::new(Dialect::MetaRoce).admit(&frame, status, false, None);
         match (&verdict, ours) {
             (Verdict::Deliver(_), Ok(())) => {}
             (Verdict::Drop(d), Err(e)) => {
@@ -105,13 +105,22 @@ fn frame_admission_agrees_with_admit() {
 
 /// "MR-ROB-2": the IPv4 header checksum row, named.
 #[test]
-fn a_bad_ipv4_header_checksum_is_dropped_by_frame_admission() {
+fn a_bad_ipv4_header_checksum_is_dropped_unless_the_caller_verified_it() {
     let wire = mp_ack().ipv4_checksum(0x0BAD).build();
     let frame = Frame::parse(&wire, &ParseOptions::default()).unwrap();
     let status = icrc::verify_wire(&frame, &wire);
     assert_eq!(status, metaroce_codec::IcrcStatus::Valid);
-    let e = frame_admission(&frame, status, Dialect::MetaRoce, false).unwrap_err();
+    let rows = FrameAdmission::new(Dialect::MetaRoce);
+    let e = rows.admit(&frame, status, false, None).unwrap_err();
     assert_eq!(e.reqs, ["MR-ROB-2"]);
+    assert_eq!(rows.admit(&frame, status, false, Some(false)), Err(e));
+    // A caller that verified it (and found it right) is believed.
+    assert_eq!(rows.admit(&frame, status, false, Some(true)), Ok(()));
+    // `metaroce check` believes the validators: a frame without findings
+    // has a right checksum, since a wrong one is always MR-ENC-7.
+    let ctx = crate::validate::Context::default();
+    let findings = crate::validate::validate_frame(&frame, status, &ctx);
+    assert!(findings.iter().any(|f| f.id == "MR-ENC-7"), "{findings:?}");
 }
 
 /// A frame decoded as RoCE on another port the caller was told carries
@@ -127,8 +136,53 @@ fn frame_admission_leaves_the_destination_port_to_the_caller() {
     let frame = Frame::parse(&wire, &options).unwrap();
     let status = icrc::verify_wire(&frame, &wire);
     assert_eq!(
-        frame_admission(&frame, status, Dialect::MetaRoce, false),
+        FrameAdmission::new(Dialect::MetaRoce).admit(&frame, status, false, None),
         Ok(())
     );
     assert_eq!(admit(&receiver(), &wire), Verdict::NotMetaRoce);
+}
+
+/// The rows an opcode decides (11, 13, 20), for every opcode, on an RC
+/// SEND and an MP ACK body: a frame `FrameAdmission` drops is never
+/// delivered by `admit`, and where `admit`'s first failing row is one of
+/// those it names the same row.
+#[test]
+fn frame_admission_agrees_with_admit_on_every_opcode() {
+    const FRAME_ROWS: [&[&str]; 6] = [
+        &["MR-OPC-4"],
+        &["MR-OPC-4", "MR-OPC-3"],
+        &["MR-OPC-2"],
+        &["MR-ROB-5"],
+        &["MR-ROB-4"],
+        &["MR-ICRC-3", "MR-ICRC-4"],
+    ];
+    let rx = receiver();
+    let rows = FrameAdmission::new(Dialect::MetaRoce);
+    let options = ParseOptions {
+        dialect: Dialect::MetaRoce,
+        ..ParseOptions::default()
+    };
+    let (mut judged, mut same_row) = (0, 0);
+    for code in 0..=255u8 {
+        for (qpn, body) in [(0x11, rc_send()), (0x44, mp_ack())] {
+            let wire = body.dest_qp(qpn).bth(|h| h.opcode = Opcode(code)).build();
+            let Ok(frame) = Frame::parse(&wire, &options) else {
+                continue;
+            };
+            judged += 1;
+            let ours = rows.admit(&frame, icrc::verify_wire(&frame, &wire), false, None);
+            match admit(&rx, &wire) {
+                Verdict::Deliver(_) => assert_eq!(ours, Ok(()), "opcode {code:#04x}"),
+                Verdict::Drop(d) if FRAME_ROWS.contains(&d.reqs) => {
+                    assert_eq!(ours, Err(d), "opcode {code:#04x}");
+                    same_row += 1;
+                }
+                v => assert!(ours.is_ok() || v.delivery().is_none(), "opcode {code:#04x}"),
+            }
+        }
+    }
+    assert!(
+        judged > 256 && same_row > 32,
+        "{judged} frames, {same_row} by one row"
+    );
 }
