@@ -126,7 +126,7 @@ fn main() -> std::io::Result<()> {
                     c.put(&mut w, &send.build())?;
                     msn[q] = (msn[q] + 1) & 0xFF_FFFF;
                     psn[q] = (psn[q] + 1) & 0xFF_FFFF;
-                    if psn[q] % 2 == 0 {
+                    if psn[q].is_multiple_of(2) {
                         let cum = psn[q].wrapping_sub(1) & 0xFF_FFFF;
                         let ack = PacketBuilder::new(Opcode::MP_ACK)
                             .ipv4(b, a)
