@@ -13,9 +13,15 @@
 //! dominates: RC SEND Only requests of 256 B payload, each with AckReq and
 //! answered by an ACK (half the frames are 58-byte ACKs).
 //!
+//! With KIND `mp256`: the MP profile's small frames: single-packet MP SEND
+//! messages of 256 B sprayed over 8 UDP source ports, every second one
+//! answered by an MP ACK (cumulative, echoing it) from one of 8 responder
+//! ports in turn, for the MP judge's per-ACK cost.
+//!
 //! `cargo run --release -p metaroce-conformance --example write_capture -- OUT [BYTES] [QPS] [KIND]`
 
-use metaroce_codec::ext::{AethRepr, RethRepr, Syndrome};
+use metaroce_codec::Psn;
+use metaroce_codec::ext::{AethRepr, MpethRepr, RethRepr, SackethRepr, Syndrome};
 use metaroce_codec::{Msn, Opcode, PacketBuilder};
 use metaroce_conformance::capture::PcapWriter;
 use std::io::BufWriter;
@@ -67,11 +73,12 @@ fn main() -> std::io::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000_000);
     let qps: u32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(8).max(1);
-    let small = match args.next().as_deref() {
-        None | Some("write4k") => false,
-        Some("send256") => true,
+    let (small, mp) = match args.next().as_deref() {
+        None | Some("write4k") => (false, false),
+        Some("send256") => (true, false),
+        Some("mp256") => (true, true),
         Some(other) => {
-            eprintln!("write_capture: KIND is write4k or send256, not {other}");
+            eprintln!("write_capture: KIND is write4k, send256 or mp256, not {other}");
             std::process::exit(2);
         }
     };
@@ -95,6 +102,52 @@ fn main() -> std::io::Result<()> {
                 break 'outer;
             }
             let (requester_qpn, responder_qpn) = (0x100 + q as u32, 0x200 + q as u32);
+            if mp {
+                for _ in 0..2 {
+                    fill(&mut rng, &mut payload);
+                    let (port, stamp) = (0xC000 + (psn[q] % 8) as u16, (c.ts + 100) as u32);
+                    let send = PacketBuilder::new(Opcode::MP_SEND)
+                        .ipv4(a, b)
+                        .udp_src_port(port)
+                        .dest_qp(responder_qpn)
+                        .psn(psn[q])
+                        .ack_req(true)
+                        .payload(payload.clone())
+                        .ext(|e| {
+                            e.mpeth = Some(MpethRepr {
+                                first: true,
+                                last: true,
+                                msn: Msn::new(msn[q]),
+                                msg_len: SMALL as u32,
+                                timestamp: stamp,
+                                ..MpethRepr::default()
+                            })
+                        });
+                    c.put(&mut w, &send.build())?;
+                    msn[q] = (msn[q] + 1) & 0xFF_FFFF;
+                    psn[q] = (psn[q] + 1) & 0xFF_FFFF;
+                    if psn[q].is_multiple_of(2) {
+                        let cum = psn[q].wrapping_sub(1) & 0xFF_FFFF;
+                        let ack = PacketBuilder::new(Opcode::MP_ACK)
+                            .ipv4(b, a)
+                            .udp_src_port(0xD000 + (cum / 2 % 8) as u16)
+                            .dest_qp(requester_qpn)
+                            .psn(cum)
+                            .ext(|e| {
+                                e.sacketh = Some(SackethRepr {
+                                    syndrome: Syndrome(0x1F),
+                                    msn: Msn::new(msn[q].wrapping_sub(1) & 0xFF_FFFF),
+                                    sack_base_psn: Psn::new(psn[q]),
+                                    echoed_entropy: port,
+                                    echoed_timestamp: stamp,
+                                    ..SackethRepr::default()
+                                })
+                            });
+                        c.put(&mut w, &ack.build())?;
+                    }
+                }
+                continue;
+            }
             if small {
                 fill(&mut rng, &mut payload);
                 let send = PacketBuilder::new(Opcode::RC_SEND_ONLY)

@@ -41,8 +41,9 @@ use metaroce_spec::Profile;
 use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
 };
+use metaroce_spec::model::receiver::FrameAdmission;
 use metaroce_spec::requirements;
-use metaroce_spec::validate::{Context, validate_frame, validate_undecodable};
+use metaroce_spec::validate::{Context, taken_as_trimmed, validate_frame, validate_undecodable};
 use metaroce_spec::{Finding, Severity};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -65,6 +66,9 @@ pub struct Inspector {
     options: ParseOptions,
     /// Only frames of this profile are judged (`--profile`).
     profile: Option<Profile>,
+    /// Admission as far as a frame shows it (SPEC.md §9.2), for the
+    /// conversation judge.
+    admission: FrameAdmission,
 }
 
 /// What one frame shows on its own ([`Inspector::inspect`]), waiting to be
@@ -86,6 +90,10 @@ pub struct Inspection<'a> {
     /// The payload's mark, taken with the ICRC: the conversation judge
     /// keeps it instead of a copy of the payload.
     mark: Option<icrc::PayloadMark>,
+    /// Its receiver may deliver it: it passes the rows of SPEC.md §9.2 a
+    /// capture shows ([`FrameAdmission`], from the ICRC verdict above and
+    /// the validators' verdict on the IPv4 header checksum).
+    admitted: bool,
     /// The per-packet findings.
     findings: Vec<Finding>,
 }
@@ -118,6 +126,7 @@ impl Inspector {
     pub fn inspect_into<'a>(&self, linktype: u32, data: &'a [u8], out: &mut Inspection<'a>) {
         out.status = icrc::IcrcStatus::NotRoce;
         out.mark = None;
+        out.admitted = false;
         out.findings.clear();
         out.outcome = Outcome::Skipped;
         if linktype != LINKTYPE_ETHERNET {
@@ -150,6 +159,16 @@ impl Inspector {
         }
         (out.status, out.mark) = icrc::verify_wire_marked(frame, data);
         out.findings = validate_frame(frame, out.status, &self.ctx);
+        if frame.roce.is_some() {
+            let trimmed = taken_as_trimmed(frame, out.status, &self.ctx);
+            // The validators report a wrong IPv4 header checksum (MR-ENC-7):
+            // without findings it is right, and is not summed again.
+            let ipv4_checksum_right = out.findings.is_empty().then_some(true);
+            out.admitted = self
+                .admission
+                .admit(frame, out.status, trimmed, ipv4_checksum_right)
+                .is_ok();
+        }
         out.outcome = Outcome::Decoded;
     }
 }
@@ -249,6 +268,7 @@ impl Checker {
         let options = ctx.parse_options();
         Checker {
             inspector: Inspector {
+                admission: FrameAdmission::new(options.dialect),
                 ctx,
                 options,
                 profile: None,
@@ -324,7 +344,7 @@ impl Checker {
             Outcome::Decoded => {}
         }
         let frame = &inspection.frame;
-        let (status, mark) = (inspection.status, inspection.mark);
+        let (mark, admitted) = (inspection.mark, inspection.admitted);
         let findings = std::mem::take(&mut inspection.findings);
         if frame.roce.is_some() {
             self.summary.roce_frames += 1;
@@ -348,7 +368,7 @@ impl Checker {
             dst,
             udp_src_port: udp.src_port,
             ecn: ip.ecn(),
-            icrc_valid: !matches!(status, icrc::IcrcStatus::Invalid { .. }),
+            admitted,
         };
         let Some(judge) = self.conversation.as_mut() else {
             return packet_reported(number, findings, vec![pkt.bth.dest_qp], None);

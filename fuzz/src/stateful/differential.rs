@@ -62,7 +62,7 @@ use super::mp_watch::{MpWatch, changed, fill_mp_recvs, memory, rewrite_target};
 use super::pair::{Event, Kind, LINK_CAP, Modified, Pair};
 use super::reference;
 use core::net::IpAddr;
-use metaroce_codec::{Frame, IcrcStatus, IpRepr, Opcode, ParseOptions, Psn, icrc};
+use metaroce_codec::{Frame, IpRepr, Opcode, ParseOptions, Psn, icrc};
 use metaroce_ref::{Access, DeviceConfig, QpState as RefState, WorkCompletion};
 use metaroce_spec::Severity;
 use metaroce_spec::judge::{ConversationConfig, ConversationJudge, MAX_PENDING, PacketMeta};
@@ -70,7 +70,7 @@ use metaroce_spec::model::congestion::NpDecision;
 use metaroce_spec::model::mp::spec_allows;
 use metaroce_spec::model::qp::{QpState, QpType};
 use metaroce_spec::model::receiver::{
-    Device as RxModel, LocalQp, MpAdmission, Received, Receiver, Verdict,
+    Device as RxModel, FrameAdmission, LocalQp, MpAdmission, Received, Receiver, Verdict,
 };
 use metaroce_spec::model::responder::{
     AccessFlags, Features, MemoryRegion, Message, QpAttributes, RecvWr, ResponderState,
@@ -113,6 +113,8 @@ struct Judges {
     rx: RxModel,
     rsp: ResponderState,
     conv: Option<ConversationJudge>,
+    /// What the conversation judge's frames show of admission (§9.2).
+    admission: FrameAdmission,
     frames: u64,
     /// Frames the responder model judged.
     judged: u64,
@@ -253,6 +255,7 @@ impl Judges {
             invalid: BTreeSet::new(),
             recv_lkeys: BTreeMap::new(),
             conv,
+            admission: FrameAdmission::new(ParseOptions::default().dialect),
             frames: 0,
             judged: 0,
             resume: false,
@@ -836,7 +839,10 @@ impl Judges {
             dst: IpAddr::V4(ip.dst),
             udp_src_port: udp.src_port,
             ecn: ip.tos & 3,
-            icrc_valid: icrc::verify(&frame) == IcrcStatus::Valid,
+            admitted: self
+                .admission
+                .admit(&frame, icrc::verify(&frame), false, None)
+                .is_ok(),
         };
         let found = conv.on_packet(&meta, packet);
         if conv.pending() > MAX_PENDING / 2 {

@@ -22,8 +22,11 @@
 //!    ACK lost before it was never received), so this judge runs in every
 //!    mode, until a frame not from A reaches B's MP QP (an `Inject` event):
 //!    B's answers to it would reach A as ACKs of PSNs A never sent. In
-//!    `Inject` mode the link may reorder B's ACKs, so the responder's
-//!    ordering rules MR-MPA-3 and MR-MPA-5 are not judged there. The
+//!    `Inject` mode the link may reorder and duplicate B's ACKs, so the
+//!    responder's ordering rules MR-MPA-3 and MR-MPA-5 are not judged there
+//!    (the link does so whatever their UDP source port, so not even
+//!    `AckOrder::AsCaptured`'s same-path rule holds; elsewhere the judge
+//!    runs with `AckOrder::AsSent`: A receives B's ACKs in sending order). The
 //!    ACK deadlines (MR-MPA-1, MR-MPA-2) need a capture at the responder
 //!    and are not judged.
 //! 2. **Responder** (B's port): what B's MP QP acknowledges is checked
@@ -60,7 +63,7 @@ use super::differential::local_qp;
 use super::pair::{Kind, MP_CWND, MP_WINDOW, Pair, mp_entropy};
 use metaroce_codec::{Frame, Opcode, ParseOptions, Psn, RocePacket, icrc};
 use metaroce_spec::Severity;
-use metaroce_spec::model::mp::judge::{CapturePoint, MpJudge};
+use metaroce_spec::model::mp::judge::{AckOrder, CapturePoint, MpJudge};
 use metaroce_spec::model::mp::{MpConfig, packets_for};
 use metaroce_spec::model::receiver::{Receiver, Verdict, admit};
 use std::collections::{BTreeMap, BTreeSet};
@@ -168,8 +171,12 @@ impl MpWatch {
     pub fn new(pair: &Pair) -> Self {
         let cfg = requester_config(pair);
         let prompt = cfg.ack_prompt_max;
+        let mut requester = MpJudge::new(cfg, CapturePoint::Requester);
+        // The harness hands the judge B's ACKs in the order B sent them,
+        // except in `Inject` mode (`reordering`, below).
+        requester.ack_order = AckOrder::AsSent;
         let mut w = MpWatch {
-            requester: Some(MpJudge::new(cfg, CapturePoint::Requester)),
+            requester: Some(requester),
             responder: None,
             frames: 0,
             judged: 0,
@@ -265,7 +272,7 @@ impl MpWatch {
         let Some(f) = parse(wire) else {
             return Ok(());
         };
-        let Some(p) = &f.roce else {
+        let (Some(p), Some(udp)) = (&f.roce, &f.udp) else {
             return Ok(());
         };
         let qpn = pair.nodes[A].qpn(Kind::Mp);
@@ -282,7 +289,7 @@ impl MpWatch {
         }
         self.frames += 1;
         self.judged += 1;
-        j.on_ack(self.frames, p, now);
+        j.on_ack(self.frames, p, udp.src_port, now);
         findings(j, wire, "A received", self.reordering)
     }
 

@@ -186,7 +186,7 @@ impl Connection {
             Sides::Mp { judge, reads } => {
                 judge.on_request(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
                 drain_mp(judge, out);
-                if meta.icrc_valid {
+                if meta.admitted {
                     reads.on_request(pkt);
                 }
                 return;
@@ -203,6 +203,10 @@ impl Connection {
                 qpns: Vec::new(),
                 connection: None,
             });
+        }
+        if !meta.admitted {
+            // Its receiver drops it (§9.2): nothing for the responder side.
+            return;
         }
         let pmtu = cfg.pmtu.or_else(|| requester.pmtu_candidates().single());
         let features = cfg.features;
@@ -229,10 +233,10 @@ impl Connection {
         self.summary.requester_qpn = Some(pkt.bth.dest_qp);
         let (requester, responder) = match &mut self.sides {
             Sides::Mp { judge, reads } => {
-                if pkt.ext.sacketh.is_some() && meta.icrc_valid {
-                    judge.on_ack(meta.frame, pkt, meta.timestamp_ns);
+                if pkt.ext.sacketh.is_some() && meta.admitted {
+                    judge.on_ack(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
                     drain_mp(judge, out);
-                } else if pkt.bth.opcode == Opcode::MP_READ_RESPONSE && meta.icrc_valid {
+                } else if pkt.bth.opcode == Opcode::MP_READ_RESPONSE && meta.admitted {
                     let before = reads.judged;
                     for finding in reads.on_response(pkt) {
                         out.push(ConversationFinding {
@@ -257,8 +261,9 @@ impl Connection {
                 responder,
             } => (requester, responder),
         };
-        if meta.icrc_valid {
-            // A response with a wrong ICRC never reaches the requester (§5.3).
+        if meta.admitted {
+            // A response its receiver drops (a wrong ICRC, §5.3, or another
+            // row of §9.2) never reaches the requester.
             requester.on_response(pkt, Some(meta.timestamp_ns));
         }
         let r = Resp::of(meta.frame, pkt, meta.udp_src_port);

@@ -23,7 +23,9 @@
 //!
 //! Each MP connection feeds the MP judge
 //! ([`MpJudge`](crate::model::mp::judge::MpJudge)) with its requests and MP
-//! ACKs: selective retransmission, SACK consistency, spraying, cwnd; its MP
+//! ACKs (ordered as captured, [`AckOrder::AsCaptured`](crate::model::mp::judge::AckOrder):
+//! ACKs the network reordered across paths are not compared):
+//! selective retransmission, SACK consistency, spraying, cwnd; its MP
 //! READ Responses are checked against their READ requests (MSN, read
 //! length and, with the PMTU known, PSN: MR-MPR-1; see `mp_read.rs`).
 //!
@@ -150,10 +152,16 @@ pub struct PacketMeta {
     pub udp_src_port: u16,
     /// IP ECN code point.
     pub ecn: u8,
-    /// The ICRC is right. A packet with a wrong one is judged as its sender's
-    /// act but its receiver drops it (§5.3): a request does not reach
-    /// the responder model, a response does not reach the requester judge.
-    pub icrc_valid: bool,
+    /// The frame passes admission as far as a capture shows it
+    /// ([`FrameAdmission`](crate::model::receiver::FrameAdmission): the
+    /// rows of SPEC.md §9.2 that need no knowledge of the receiving QP, the
+    /// IPv4 header checksum, UDP lengths and ICRC among them). A frame that
+    /// fails it is judged as its sender's act, but its receiver drops it:
+    /// a request does not reach the responder side (the Base responder
+    /// model, the MP READ pairing), a response does not reach the requester
+    /// side (the Base requester judge, the MP judge's ACKs), and a CE mark
+    /// on it obliges no CNP.
+    pub admitted: bool,
 }
 
 /// A finding of the conversation judge, with the frames it concerns (the
@@ -373,7 +381,7 @@ impl ConversationJudge {
                     pkt.bth.dest_qp,
                     &mut out,
                 );
-            } else if ce && meta.icrc_valid && needs_cnp(op) {
+            } else if ce && meta.admitted && needs_cnp(op) {
                 if let Some(deth) = pkt.ext.deth {
                     sender_qp = Some(deth.src_qp); // "MR-CNP-4": UD
                 }

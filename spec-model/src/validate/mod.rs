@@ -126,6 +126,19 @@ pub(crate) fn is_mp_data(op: Opcode) -> bool {
     matches!(op.0, 0xC0..=0xC3 | 0xC5 | 0xCB)
 }
 
+/// Whether a decoded frame is taken as an MP packet a switch trimmed: an
+/// MP data packet marked with the context's trimming DSCP whose ICRC
+/// fails. Its lengths and ICRC are then not the sender's (not judged), and
+/// its receiver does not drop it for them (MR-MPT-3).
+pub fn taken_as_trimmed(frame: &Frame<'_>, icrc: IcrcStatus, ctx: &Context) -> bool {
+    let (Some(ip), Some(roce)) = (&frame.ip, &frame.roce) else {
+        return false;
+    };
+    ctx.trim_dscp.is_some_and(|d| d == ip.dscp())
+        && is_mp_data(roce.bth.opcode)
+        && icrc.is_valid() == Some(false)
+}
+
 /// Judges one decoded frame. `icrc` is the frame's ICRC check
 /// (`metaroce_codec::icrc::verify`). A frame that is not RoCE gives no
 /// finding, except a first IPv4 fragment of a RoCE datagram.
@@ -136,11 +149,7 @@ pub fn validate_frame(frame: &Frame<'_>, icrc: IcrcStatus, ctx: &Context) -> Vec
         return out;
     };
     let op = roce.bth.opcode;
-    let dscp = frame.ip.as_ref().map(|ip| ip.dscp());
-    let trimmed = ctx.trim_dscp.is_some()
-        && dscp == ctx.trim_dscp
-        && is_mp_data(op)
-        && icrc.is_valid() == Some(false);
+    let trimmed = taken_as_trimmed(frame, icrc, ctx);
     let packet = Packet {
         frame,
         roce,

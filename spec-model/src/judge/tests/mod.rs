@@ -2,8 +2,10 @@
 //! skipped and unexpected responses, MSN learning, branch choice, pairing,
 //! mid-conversation starts, bounds and hostile input; CNPs against CE marks
 //! (`cnp.rs`), MP connections (`mp.rs`), closing idle connections (`evict.rs`),
-//! deferred failure branches against eager ones (`deferred.rs`).
+//! deferred failure branches against eager ones (`deferred.rs`), frames
+//! their receiver drops (`admission.rs`).
 
+mod admission;
 mod cnp;
 mod deferred;
 mod evict;
@@ -129,7 +131,7 @@ fn judge_packet(
         dst: p.dst,
         udp_src_port: p.udp_src_port,
         ecn,
-        icrc_valid: true,
+        admitted: true,
     };
     let pkt = RocePacket {
         bth: p.bth,

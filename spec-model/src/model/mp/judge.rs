@@ -13,6 +13,36 @@
 //! un-reporting (MR-MPA-5), echoed R/T flags (MR-MPA-6), syndrome 0x1F
 //! (MR-MPA-8), no NAK 0x60 (MR-MPL-9), BTH flags (MR-MPH-6); and, for a
 //! capture taken at the responder, the ACK deadlines (MR-MPA-1, MR-MPA-2).
+//!
+//! # The order of MP ACKs (MR-MPA-3, MR-MPA-5)
+//!
+//! Both rules speak of the order in which the responder *sent* its ACKs.
+//! MP ACKs are sprayed too (each leaves from a value of the responder's
+//! entropy set, MR-MPS-1, MR-MPS-9), so ACKs on different paths may reach
+//! a capture point in the opposite order; that is the network's doing, not
+//! the responder's. [`AckOrder`] says what the judge may assume:
+//!
+//! - [`AckOrder::AsSent`]: the ACKs come in the order they were sent (a
+//!   harness that sees the responder's output directly). Every ACK is
+//!   compared with everything reported before it.
+//! - [`AckOrder::AsCaptured`] (the default, and what `metaroce check`
+//!   uses): an ACK is compared only with ACKs the capture *proves* were
+//!   sent before it, which are
+//!   1. the earlier ACKs on the same path: same UDP source port (the
+//!      addresses, the destination port 4791 and the QPs are those of the
+//!      connection), so the same 5-tuple, which ECMP keeps on one path and
+//!      a path delivers in order; and
+//!   2. the ACKs captured before the ACK's triggering packet was (its
+//!      echoed UDP source port and MPETH timestamp, MR-MPA-6, name a
+//!      request of the capture; when several of the latest
+//!      1024 transmissions carry that echo, the earliest counts), by more
+//!      than the timestamp tolerance: such an ACK left the responder
+//!      before the capture point saw it, so before the trigger reached the
+//!      responder, so before this ACK was sent. This holds wherever the
+//!      capture point lies on the path between the peers.
+//!
+//!   ACKs on different paths, neither proven first, are not compared: a
+//!   cumulative PSN lower than one seen on another path is no finding.
 
 use super::MpConfig;
 use crate::Finding;
@@ -30,6 +60,58 @@ pub enum CapturePoint {
     Requester,
     /// At the responder: request times are arrival times, so ACK deadlines apply.
     Responder,
+}
+
+/// Most paths (UDP source ports of MP ACKs) whose latest ACK the judge
+/// keeps per connection: the size of the largest entropy set (MR-MPS-2).
+/// ACKs on further paths are compared only by the trigger's time.
+const MAX_PATHS: usize = 256;
+
+/// What the judge may assume about the order of the MP ACKs it is given
+/// (see the module documentation, "The order of MP ACKs").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AckOrder {
+    /// The ACKs come in the order the responder sent them (a harness that
+    /// sees the responder's output before any network): MR-MPA-3 and
+    /// MR-MPA-5 compare each ACK with every earlier one.
+    AsSent,
+    /// The ACKs come as a capture point behind the spraying saw them: ACKs
+    /// on different paths may have been reordered, so an ACK is compared
+    /// only with those proven sent before it (same path, or captured
+    /// before its triggering packet).
+    #[default]
+    AsCaptured,
+}
+
+/// The latest MP ACK seen on one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PathAck {
+    /// Its cumulative ACK PSN.
+    cum: Psn,
+    /// Its SACK base PSN.
+    base: Psn,
+    /// Its SACK bitmap.
+    bitmap: u64,
+}
+
+impl PathAck {
+    /// Whether this ACK's bitmap reports `q` received beyond its cumulative PSN.
+    fn sacked(&self, q: Psn) -> bool {
+        let i = q.distance(self.base);
+        q.is_after(self.cum) && i < 64 && self.bitmap & (1u64 << (63 - i)) != 0
+    }
+}
+
+/// What an MP ACK is compared with (MR-MPA-3, MR-MPA-5).
+#[derive(Clone, Copy, Debug)]
+struct Earlier {
+    /// The latest cumulative ACK PSN of the ACKs proven sent before it.
+    cum: Option<Psn>,
+    /// The previous ACK on its path ([`AckOrder::AsCaptured`]).
+    path: Option<PathAck>,
+    /// PSNs first reported received (in a bitmap) at a capture time before
+    /// this were reported by an ACK sent before it.
+    before: u64,
 }
 
 /// One observed request transmission.
@@ -65,6 +147,9 @@ pub struct MpJudge {
     pub cfg: MpConfig,
     /// Where the capture was taken.
     pub point: CapturePoint,
+    /// What the judge may assume about the order of MP ACKs (default:
+    /// [`AckOrder::AsCaptured`]).
+    pub ack_order: AckOrder,
     /// How far capture timestamps may be off (ns): the loss-by-time rule
     /// (MR-MPL-4), the ACK deadlines (MR-MPA-1), and the age below which a
     /// packet surely counts in flight (MR-MPC-1) are widened by it.
@@ -77,8 +162,17 @@ pub struct MpJudge {
     seq: u64,
     /// Latest cumulative ACK PSN observed.
     cum: Option<Psn>,
-    /// PSNs reported received beyond `cum`.
-    sacked: BTreeSet<u32>,
+    /// PSNs reported received beyond `cum`, with the capture time ([`Self::clock`])
+    /// of the first ACK that reported each.
+    sacked: BTreeMap<u32, u64>,
+    /// The latest capture time seen (capture times that go back are taken
+    /// as this: times kept for ACKs are never earlier than the truth).
+    clock: u64,
+    /// When `cum` took each of its latest values: (capture time, value),
+    /// oldest first, at most [`RECENT`].
+    cum_marks: std::collections::VecDeque<(u64, Psn)>,
+    /// The latest MP ACK per path (UDP source port), at most [`MAX_PATHS`].
+    paths: BTreeMap<u16, PathAck>,
     /// Orders of acknowledged transmissions (those an unacknowledged PSN
     /// may still count as later, MR-MPL-3/4).
     acked_seqs: BTreeSet<u64>,
@@ -94,9 +188,10 @@ pub struct MpJudge {
     /// value stays out of the rounds until a probe on it is answered,
     /// which this judge does not follow (so it keeps them doubtful).
     retired: BTreeSet<u16>,
-    /// (entropy, timestamp) of the latest [`RECENT`] transmissions, to tell
-    /// an echo that names one packet from one that names several.
-    recent: std::collections::VecDeque<(u16, u32)>,
+    /// (entropy, timestamp, capture time) of the latest [`RECENT`]
+    /// transmissions, to tell an echo that names one packet from one that
+    /// names several, and when the packet an echo names was captured.
+    recent: std::collections::VecDeque<(u16, u32, u64)>,
     /// Requests that need a prompt ACK: PSN → (deadline, frame).
     ack_due: BTreeMap<u32, (u64, u64)>,
     /// Findings so far.
@@ -111,12 +206,16 @@ impl MpJudge {
         MpJudge {
             cfg,
             point,
+            ack_order: AckOrder::default(),
             tolerance_ns: 0,
             sent: BTreeMap::new(),
             first_psn: None,
             seq: 0,
             cum: None,
-            sacked: BTreeSet::new(),
+            sacked: BTreeMap::new(),
+            clock: 0,
+            cum_marks: std::collections::VecDeque::new(),
+            paths: BTreeMap::new(),
             acked_seqs: BTreeSet::new(),
             trim_naked: BTreeSet::new(),
             uses: BTreeMap::new(),
@@ -155,7 +254,7 @@ impl MpJudge {
     }
 
     fn acked(&self, p: Psn) -> bool {
-        self.cum_acked(p) || self.sacked.contains(&p.value())
+        self.cum_acked(p) || self.sacked.contains_key(&p.value())
     }
 
     /// Acknowledged transmissions after order `seq`, counted up to `cap`.
@@ -192,10 +291,17 @@ impl MpJudge {
         j
     }
 
-    /// An MP ACK or MP Atomic Acknowledge observed at `now`.
+    /// An MP ACK or MP Atomic Acknowledge observed at `now`, every one on
+    /// one path (UDP source port 0).
     pub fn ack(&self, p: &RocePacket<'_>, now: u64) -> Self {
+        self.ack_on(p, 0, now)
+    }
+
+    /// An MP ACK or MP Atomic Acknowledge from UDP source port `path`
+    /// observed at `now`.
+    pub fn ack_on(&self, p: &RocePacket<'_>, path: u16, now: u64) -> Self {
         let mut j = self.clone();
-        j.on_ack(0, p, now);
+        j.on_ack(0, p, path, now);
         j
     }
 
@@ -226,7 +332,7 @@ impl MpJudge {
         if self.recent.len() >= RECENT {
             self.recent.pop_front();
         }
-        self.recent.push_back((ev, m.timestamp));
+        self.recent.push_back((ev, m.timestamp, now));
         if p.bth.opcode == Opcode::MP_PROBE {
             self.doubtful.insert(ev, self.seq);
             return;
@@ -425,9 +531,48 @@ impl MpJudge {
         );
     }
 
-    /// [`Self::ack`] in place, for the MP ACK in capture frame `frame`.
-    pub fn on_ack(&mut self, frame: u64, p: &RocePacket<'_>, now: u64) {
+    /// The latest transmissions whose (entropy, timestamp) is `echo`: how
+    /// many, and when the earliest of them was captured.
+    fn echoed(&self, echo: (u16, u32)) -> (usize, Option<u64>) {
+        self.recent
+            .iter()
+            .filter(|&&(ev, ts, _)| (ev, ts) == echo)
+            .fold((0, None), |(n, first), &(_, _, t)| {
+                (n + 1, Some(first.map_or(t, |f: u64| f.min(t))))
+            })
+    }
+
+    /// What an MP ACK from UDP source port `path`, whose echo names
+    /// transmissions captured at `trigger` at the earliest, may be compared
+    /// with (MR-MPA-3, MR-MPA-5): what the ACKs proven sent before it
+    /// reported, by [`Self::ack_order`] (see the module documentation).
+    fn earlier(&self, path: u16, trigger: Option<u64>) -> Earlier {
+        if self.ack_order == AckOrder::AsSent {
+            return Earlier {
+                cum: self.cum,
+                path: None,
+                before: u64::MAX,
+            };
+        }
+        // The trigger reached the responder after the capture point saw
+        // it; ACKs captured before `before` were sent before this one.
+        let before = trigger.map_or(0, |t| t.saturating_sub(self.tolerance_ns));
+        let by_time = match self.cum_marks.partition_point(|&(t, _)| t < before) {
+            0 => None,
+            n => self.cum_marks.get(n - 1).map(|&(_, c)| c),
+        };
+        let path = self.paths.get(&path).copied();
+        let cum = match (by_time, path.map(|p| p.cum)) {
+            (Some(a), Some(b)) => Some(if b.is_after(a) { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        Earlier { cum, path, before }
+    }
+
+    /// [`Self::ack_on`] in place, for the MP ACK in capture frame `frame`.
+    pub fn on_ack(&mut self, frame: u64, p: &RocePacket<'_>, path: u16, now: u64) {
         let Some(s) = p.ext.sacketh else { return };
+        self.clock = self.clock.max(now);
         if p.bth.ack_req || p.bth.se || p.bth.pad_count != 0 {
             self.report(
                 "MR-MPH-6",
@@ -436,7 +581,10 @@ impl MpJudge {
             );
         }
         let cum = p.bth.psn;
-        if let Some(old) = self.cum
+        // The transmissions the echo names (MR-MPA-6): the trigger is one.
+        let (echoes, trigger_time) = self.echoed((s.echoed_entropy, s.echoed_timestamp));
+        let earlier = self.earlier(path, trigger_time);
+        if let Some(old) = earlier.cum
             && cum.is_before(old)
         {
             self.report(
@@ -455,10 +603,18 @@ impl MpJudge {
                 vec![frame],
             );
         }
-        // MR-MPA-5: nothing reported received may be reported missing.
+        // MR-MPA-5: nothing reported received may be reported missing (by
+        // an ACK proven sent before this one).
         for i in 0..64u32 {
             let q = s.sack_base_psn.add(i);
-            if q.is_after(cum) && !s.is_sacked(q) && self.sacked.contains(&q.value()) {
+            if q.is_after(cum)
+                && !s.is_sacked(q)
+                && (self
+                    .sacked
+                    .get(&q.value())
+                    .is_some_and(|&t| t < earlier.before)
+                    || earlier.path.is_some_and(|a| a.sacked(q)))
+            {
                 self.report(
                     "MR-MPA-5",
                     format!("PSN {q} reported received, now missing"),
@@ -503,8 +659,7 @@ impl MpJudge {
             .map(|(&q, x)| (Psn::new(q), *x));
         // A transmission already forgotten (acknowledged) may share them
         // too: the echo must be unique among the recent transmissions.
-        let echo = (s.echoed_entropy, s.echoed_timestamp);
-        let unique = self.recent.iter().filter(|&&e| e == echo).count() <= 1;
+        let unique = echoes <= 1;
         let trigger = match (matching.next(), matching.next()) {
             (Some(one), None) if unique => Some(one),
             _ => None,
@@ -555,16 +710,27 @@ impl MpJudge {
         self.acked_seqs.extend(newly);
         if self.cum.is_none_or(|c| cum.is_after(c)) {
             self.cum = Some(cum);
+            self.mark_cum(cum);
+        }
+        if self.paths.len() < MAX_PATHS || self.paths.contains_key(&path) {
+            self.paths.insert(
+                path,
+                PathAck {
+                    cum,
+                    base: s.sack_base_psn,
+                    bitmap: s.sack_bitmap,
+                },
+            );
         }
         for i in 0..64u32 {
             let q = s.sack_base_psn.add(i);
             if s.is_sacked(q) && q.is_after(cum) {
-                self.sacked.insert(q.value());
+                self.sacked.entry(q.value()).or_insert(self.clock);
             }
         }
         let c = self.cum;
         self.sacked
-            .retain(|&q| c.is_none_or(|c| Psn::new(q).is_after(c)));
+            .retain(|&q, _| c.is_none_or(|c| Psn::new(q).is_after(c)));
         let covered: Vec<u32> = self
             .ack_due
             .keys()
@@ -580,6 +746,23 @@ impl MpJudge {
         self.note_losses(now);
         self.forget_acknowledged();
         self.check_deadlines(now);
+    }
+
+    /// The cumulative ACK PSN seen so far became `cum` at [`Self::clock`].
+    /// Marks no echo can need any more are dropped: a trigger is one of
+    /// the [`RECENT`] latest transmissions, so the comparison uses at most
+    /// one mark before the oldest of them was captured.
+    fn mark_cum(&mut self, cum: Psn) {
+        let oldest = self
+            .recent
+            .front()
+            .map_or(0, |&(_, _, t)| t.saturating_sub(self.tolerance_ns));
+        while self.cum_marks.len() >= RECENT
+            || self.cum_marks.get(1).is_some_and(|&(t, _)| t < oldest)
+        {
+            self.cum_marks.pop_front();
+        }
+        self.cum_marks.push_back((self.clock, cum));
     }
 
     /// A loss attributable to a value retires it (MR-MPF-1) when the PSN
@@ -617,7 +800,7 @@ impl MpJudge {
         let oldest = self
             .sent
             .iter()
-            .filter(|&(&q, _)| !self.sacked.contains(&q))
+            .filter(|&(&q, _)| !self.sacked.contains_key(&q))
             .map(|(_, x)| x.seq)
             .min()
             .unwrap_or(self.seq);
@@ -626,527 +809,5 @@ impl MpJudge {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::mp::testutil::*;
-    use metaroce_codec::ext::{MpethRepr, SackethRepr, Syndrome};
-    use metaroce_codec::{Msn, Opcode, PacketBuilder};
-
-    fn cfg() -> MpConfig {
-        MpConfig {
-            pmtu: 256,
-            entropy_set: vec![1, 2, 3],
-            ..MpConfig::default()
-        }
-    }
-
-    fn data(psn: u32, retx: bool) -> Wire {
-        wire(
-            req(Opcode::MP_SEND, psn, 0, psn * 256, 8192, &[0; 256])
-                .ack_req(retx)
-                .ext(|e| e.mpeth.as_mut().unwrap().retransmission = retx),
-        )
-    }
-
-    fn ids(f: &[Finding]) -> Vec<&'static str> {
-        f.iter().map(|x| x.id).collect()
-    }
-
-    #[test]
-    fn coverage_before_repeat_mr_mps_3() {
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        // Mid-conversation: 3 2 | 1 3 2 | 1 ... conforming.
-        for (i, ev) in [3u16, 2, 1, 3, 2, 1, 2, 3].into_iter().enumerate() {
-            j = j.request(&data(i as u32, false).roce(), ev, i as u64);
-        }
-        assert!(j.findings.is_empty(), "{:?}", j.findings);
-        // 1 2 1 2 1: the round holding the second 1 lies between the first
-        // and the last 1 and never holds 3.
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        for (i, ev) in [1u16, 2, 1, 2, 1].into_iter().enumerate() {
-            j = j.request(&data(i as u32, false).roce(), ev, i as u64);
-        }
-        assert_eq!(ids(&j.findings), vec!["MR-MPS-3"]);
-        let j = j.request(&data(9, false).roce(), 0x77, 10);
-        assert!(ids(&j.findings).contains(&"MR-MPS-1"));
-    }
-
-    #[test]
-    fn retransmission_checks_mr_mpl_4_mr_mpl_6_mr_mpl_7() {
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        for i in 0..5u32 {
-            j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
-        }
-        // Early retransmission of PSN 0: MR-MPL-4; without R: MR-MPL-7.
-        let early = j.request(&data(0, false).roce(), 2, 10);
-        assert_eq!(ids(&early.findings), vec!["MR-MPL-4", "MR-MPL-7"]);
-        // After PSNs 1..3 are SACKed, retransmitting 0 with R is fine; 1 is not.
-        let s = SackethRepr {
-            syndrome: Syndrome(0x1F),
-            msn: Msn::new(0xFF_FFFF),
-            sack_base_psn: Psn::new(0),
-            sack_bitmap: 0b0111 << 60,
-            echoed_entropy: 1,
-            echoed_timestamp: 1003,
-            ..SackethRepr::default()
-        };
-        let a = wire(ack(0xFF_FFFF, s));
-        let j = j.ack(&a.roce(), 20);
-        assert!(j.findings.is_empty(), "{:?}", j.findings);
-        let ok = j.request(&data(0, true).roce(), 2, 30);
-        assert!(ok.findings.is_empty(), "{:?}", ok.findings);
-        let bad = j.request(&data(1, true).roce(), 2, 30);
-        assert_eq!(ids(&bad.findings), vec!["MR-MPL-6"]);
-    }
-
-    #[test]
-    fn sack_consistency_mr_mpa_3_mr_mpa_4_mr_mpa_5_mr_mpa_8() {
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        for i in 10..14u32 {
-            j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
-        }
-        let base = SackethRepr {
-            syndrome: Syndrome(0x1F),
-            sack_base_psn: Psn::new(11),
-            echoed_entropy: 3,
-            echoed_timestamp: 1011,
-            ..SackethRepr::default()
-        };
-        let a = wire(ack(
-            10,
-            SackethRepr {
-                sack_bitmap: 0b01 << 62,
-                ..base
-            },
-        ));
-        let j = j.ack(&a.roce(), 20);
-        assert!(j.findings.is_empty(), "{:?}", j.findings);
-        // 12 was reported; now missing: MR-MPA-5. Cum back to 9: MR-MPA-3. Syndrome 0: MR-MPA-8.
-        let b = wire(ack(
-            9,
-            SackethRepr {
-                syndrome: Syndrome(0),
-                sack_base_psn: Psn::new(10),
-                sack_bitmap: 0,
-                echoed_entropy: 9,
-                ..base
-            },
-        ));
-        let k = j.ack(&b.roce(), 21);
-        assert_eq!(ids(&k.findings), vec!["MR-MPA-3", "MR-MPA-8", "MR-MPA-5"]);
-        // Bit for a PSN never sent (MR-MPA-4) and a wrong base (MR-MPA-4).
-        let c = wire(ack(
-            10,
-            SackethRepr {
-                sack_base_psn: Psn::new(12),
-                sack_bitmap: 0b1001 << 60,
-                ..base
-            },
-        ));
-        assert_eq!(
-            ids(&j.ack(&c.roce(), 22).findings),
-            vec!["MR-MPA-4", "MR-MPA-4"]
-        );
-    }
-
-    /// A PSN deemed lost by rule (a) (K later PSNs reported received)
-    /// retires its value (MR-MPF-1) even when a later ACK acknowledges it
-    /// before it is resent: the next round may skip that value (MR-MPS-3).
-    /// Found by the differential fuzz target (`crash-mp-loss-then-late-ack`):
-    /// the judge noted losses only when a request was sent, by which time
-    /// the PSN was acknowledged and forgotten.
-    #[test]
-    fn value_retired_by_a_loss_a_later_ack_covers_mr_mps_3() {
-        let c = MpConfig {
-            reorder_threshold: 2,
-            ..cfg()
-        };
-        let mut j = MpJudge::new(c, CapturePoint::Requester);
-        for (psn, ev) in [(0u32, 1u16), (1, 2), (2, 3)] {
-            j = j.request(&data(psn, false).roce(), ev, u64::from(psn));
-        }
-        let s = SackethRepr {
-            syndrome: Syndrome(0x1F),
-            msn: Msn::new(0xFF_FFFF),
-            sack_base_psn: Psn::new(0),
-            sack_bitmap: 0b011 << 61, // PSNs 1 and 2: PSN 0 deemed lost (K = 2)
-            echoed_entropy: 0x77,
-            ..SackethRepr::default()
-        };
-        j = j.ack(&wire(ack(0xFF_FFFF, s)).roce(), 10);
-        // PSN 0 arrives late: everything acknowledged before A resends it.
-        let all = SackethRepr {
-            sack_base_psn: Psn::new(3),
-            sack_bitmap: 0,
-            ..s
-        };
-        j = j.ack(&wire(ack(2, all)).roce(), 11);
-        assert!(j.findings.is_empty(), "{:?}", j.findings);
-        // Value 1 is retired: the round 2 3 2 skips it.
-        for (psn, ev) in [(3u32, 2u16), (4, 3), (5, 2)] {
-            j = j.request(&data(psn, false).roce(), ev, 20 + u64::from(psn));
-        }
-        assert!(j.findings.is_empty(), "{:?}", j.findings);
-    }
-
-    /// An older MP ACK the network delivers after a newer one (multipath
-    /// reorders ACKs too): its bitmap reports PSNs the newer ACK already
-    /// acknowledged cumulatively, which the judge has forgotten. They were
-    /// sent, so only the cumulative PSN moving back (MR-MPA-3, which a
-    /// capture of reordered ACKs cannot judge) is reported, not MR-MPA-4.
-    #[test]
-    fn reordered_ack_bits_below_latest_cum_mr_mpa_4() {
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        for i in 10..14u32 {
-            j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
-        }
-        let base = SackethRepr {
-            syndrome: Syndrome(0x1F),
-            sack_base_psn: Psn::new(10),
-            echoed_entropy: 3,
-            echoed_timestamp: 1011,
-            ..SackethRepr::default()
-        };
-        // The newer ACK first: 10..=12 cumulatively (forgotten by the judge).
-        let newer = wire(ack(
-            12,
-            SackethRepr {
-                sack_base_psn: Psn::new(13),
-                ..base
-            },
-        ));
-        let j = j.ack(&newer.roce(), 20);
-        assert!(j.findings.is_empty(), "{:?}", j.findings);
-        // The older one: nothing cumulative, 11 and 12 in the bitmap.
-        let older = wire(ack(
-            9,
-            SackethRepr {
-                sack_bitmap: 0b011 << 61,
-                ..base
-            },
-        ));
-        let k = j.ack(&older.roce(), 21);
-        assert_eq!(ids(&k.findings), vec!["MR-MPA-3"]);
-        // A bit for a PSN never sent is still reported in such an ACK.
-        let never = wire(ack(
-            9,
-            SackethRepr {
-                sack_bitmap: 0b011 << 61 | 1 << 58,
-                ..base
-            },
-        ));
-        assert_eq!(
-            ids(&j.ack(&never.roce(), 21).findings),
-            vec!["MR-MPA-3", "MR-MPA-4"]
-        );
-    }
-
-    #[test]
-    fn ack_deadline_at_responder_mr_mpa_1() {
-        let j = MpJudge::new(cfg(), CapturePoint::Responder);
-        let j = j.request(&data(0, true).roce(), 1, 0);
-        assert_eq!(ids(&j.finish(4_000)), Vec::<&str>::new());
-        assert_eq!(ids(&j.finish(4_001)), vec!["MR-MPA-1"]);
-        let s = SackethRepr {
-            syndrome: Syndrome(0x1F),
-            retransmission: true,
-            sack_base_psn: Psn::new(1),
-            echoed_entropy: 1,
-            echoed_timestamp: 1000,
-            ..SackethRepr::default()
-        };
-        let a = wire(ack(0, s));
-        let j = j.ack(&a.roce(), 100);
-        assert!(j.finish(1_000_000).is_empty(), "{:?}", j.finish(1_000_000));
-    }
-
-    #[test]
-    fn bytes_in_flight_bound_mr_mpc_1() {
-        let c = MpConfig {
-            pmtu: 256,
-            cwnd_max: 1024,
-            entropy_set: vec![],
-            ..MpConfig::default()
-        };
-        let mut j = MpJudge::new(c, CapturePoint::Requester);
-        for i in 0..4u32 {
-            j = j.request(&data(i, false).roce(), 1, u64::from(i));
-        }
-        assert!(j.findings.is_empty());
-        let j = j.request(&data(4, false).roce(), 1, 5);
-        assert_eq!(ids(&j.findings), vec!["MR-MPC-1"]);
-    }
-
-    /// A NAK 0x65 naming `q`.
-    fn trim_nak(q: u32) -> Wire {
-        wire(ack(
-            0xFF_FFFF,
-            SackethRepr {
-                syndrome: Syndrome(0x65),
-                trimmed: true,
-                sack_base_psn: Psn::new(q),
-                ..SackethRepr::default()
-            },
-        ))
-    }
-
-    #[test]
-    fn exemptions_from_cwnd_mr_mpc_10() {
-        let c = MpConfig {
-            pmtu: 256,
-            cwnd_max: 1024,
-            entropy_set: vec![],
-            ..MpConfig::default()
-        };
-        let mut j = MpJudge::new(c, CapturePoint::Requester);
-        for i in 0..4u32 {
-            j = j.request(&data(i, false).roce(), 1, u64::from(i));
-        }
-        // PSN 0 trimmed: out of flight; PSN 4 fills mp_cwnd_max again.
-        j = j.ack(&trim_nak(0).roce(), 10);
-        j = j.request(&data(4, false).roce(), 1, 11);
-        assert!(j.findings.is_empty(), "{:?}", j.findings);
-        // A lost PSN other than the oldest: not exempt.
-        let k = j.ack(&trim_nak(2).roce(), 12);
-        let k = k.request(&data(5, false).roce(), 1, 12);
-        assert!(k.findings.is_empty(), "{:?}", k.findings);
-        let k = k.request(&data(2, true).roce(), 2, 13);
-        assert_eq!(ids(&k.findings), vec!["MR-MPC-1"], "only the oldest PSN");
-        // The oldest unacknowledged PSN, deemed lost, resent beyond: allowed.
-        let j = j.request(&data(0, true).roce(), 2, 12);
-        assert!(j.findings.is_empty(), "MR-MPC-10: {:?}", j.findings);
-        // A READ re-request beyond: allowed (adds no bytes).
-        let rr = wire(read(20, 3, 512, 2048, 0x5000, 9, 256));
-        let j = j.request(&rr.roce(), 3, 13);
-        assert!(j.findings.is_empty(), "MR-MPC-10: {:?}", j.findings);
-        // A second copy of PSN 0 before it can be deemed lost again: reported.
-        let k = j.request(&data(0, true).roce(), 3, 14);
-        assert_eq!(
-            ids(&k.findings),
-            vec!["MR-MPL-4", "MR-MPC-1"],
-            "MR-MPC-10: once per loss"
-        );
-        // A new packet beyond: reported.
-        let k = j.request(&data(5, false).roce(), 3, 14);
-        assert_eq!(ids(&k.findings), vec!["MR-MPC-1"]);
-    }
-
-    /// A cumulative MP ACK up to `cum`, echoing nothing the judge knows.
-    fn cum_ack(cum: u32) -> Wire {
-        wire(ack(
-            cum,
-            SackethRepr {
-                syndrome: Syndrome(0x1F),
-                sack_base_psn: Psn::new(cum + 1),
-                ..SackethRepr::default()
-            },
-        ))
-    }
-
-    /// Found by the differential fuzz target on the reference transport: a
-    /// READ whose responses were lost is re-requested (R set, MR-MPR-7)
-    /// with a PSN the responder acknowledged when it accepted the READ
-    /// (MR-MPR-2); that is no retransmission of an acknowledged PSN.
-    #[test]
-    fn read_re_request_of_an_acknowledged_read_is_no_mr_mpl_6() {
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        j = j.request(&wire(read(10, 0, 0, 512, 0x5000, 9, 512)).roce(), 1, 0);
-        j = j.ack(&cum_ack(11).roce(), 10);
-        // All responses lost: re-request from offset 0, after the RTO.
-        let rr = wire(read(10, 0, 0, 512, 0x5000, 9, 512).ext(|e| {
-            e.mpeth.as_mut().unwrap().retransmission = true;
-        }));
-        let k = j.request(&rr.roce(), 2, 1_000_000);
-        assert!(k.findings.is_empty(), "{:?}", k.findings);
-        // A data packet with that PSN would be one.
-        let k = j.request(&data(10, true).roce(), 2, 1_000_000);
-        assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
-    }
-
-    /// MR-MPP-14: an atomic whose PSN an MP ACK reported but whose MP
-    /// Atomic Acknowledge did not arrive is retransmitted after the RTO.
-    #[test]
-    fn atomic_retransmission_after_an_mp_ack_is_no_mr_mpl_6() {
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        j = j.request(&wire(fetch_add(20, 0, 0x5000, 9, 1)).roce(), 1, 0);
-        j = j.ack(&cum_ack(20).roce(), 10);
-        let again = wire(fetch_add(20, 0, 0x5000, 9, 1).ack_req(true).ext(|e| {
-            e.mpeth.as_mut().unwrap().retransmission = true;
-        }));
-        let k = j.request(&again.roce(), 2, 1_000_000);
-        assert!(k.findings.is_empty(), "{:?}", k.findings);
-    }
-
-    /// Found by the differential fuzz target on the reference transport:
-    /// the RTO deems every PSN in flight lost at once, retiring their
-    /// values (MR-MPF-1) before the capture shows most retransmissions; the
-    /// requester then goes round the values left. Sending from one value
-    /// with the others eligible stays a finding (MR-MPS-3).
-    #[test]
-    fn values_retired_by_the_rto_are_doubtful_for_mr_mps_3() {
-        let c = MpConfig {
-            pmtu: 256,
-            entropy_set: vec![1, 2, 3, 4, 5, 6],
-            ..MpConfig::default()
-        };
-        let mut j = MpJudge::new(c.clone(), CapturePoint::Requester);
-        // PSNs 0..4 on values 1..4; 5 and 6 are left in the round.
-        for i in 0..4u32 {
-            j = j.request(&data(i, false).roce(), (i + 1) as u16, u64::from(i));
-        }
-        // The RTO: 1..4 retired; the retransmissions and the next new PSN
-        // go round 5, 6 (value 1 was retired before the round of the
-        // second 6 began, and is seen retransmitted before it).
-        let rto = 1_000_000;
-        for (n, (psn, ev)) in [(0u32, 5u16), (1, 6), (2, 6), (3, 5), (4, 6)]
-            .into_iter()
-            .enumerate()
-        {
-            j = j.request(&data(psn, psn < 4).roce(), ev, rto + n as u64);
-            assert!(j.findings.is_empty(), "PSN {psn}: {:?}", j.findings);
-        }
-        // One value for everything, nothing lost: reported.
-        let mut j = MpJudge::new(c, CapturePoint::Requester);
-        for i in 0..3u32 {
-            j = j.request(&data(i, false).roce(), 1, u64::from(i));
-        }
-        assert_eq!(ids(&j.findings), vec!["MR-MPS-3"]);
-    }
-
-    /// Found by the differential fuzz target on the reference transport:
-    /// two packets sent at one instant on one entropy value (a retransmission
-    /// and a new packet) echo alike; an ACK echoing them may answer either.
-    #[test]
-    fn an_echo_that_names_two_packets_judges_neither_mr_mpa_6() {
-        let c = MpConfig {
-            pmtu: 256,
-            entropy_set: vec![],
-            ..MpConfig::default()
-        };
-        let mut j = MpJudge::new(c, CapturePoint::Requester);
-        // PSN 0 at time 0; at time 1_000_000 its retransmission and PSN 1,
-        // both on value 7 with timestamp 1000.
-        j = j.request(&data(0, false).roce(), 3, 0);
-        let retx = wire(
-            req(Opcode::MP_SEND, 0, 0, 0, 8192, &[0; 256])
-                .ack_req(true)
-                .ext(|e| {
-                    let m = e.mpeth.as_mut().unwrap();
-                    m.retransmission = true;
-                    m.timestamp = 1000;
-                }),
-        );
-        let new = wire(req(Opcode::MP_SEND, 1, 0, 256, 8192, &[0; 256]).ext(|e| {
-            e.mpeth.as_mut().unwrap().timestamp = 1000;
-        }));
-        j = j.request(&retx.roce(), 7, 1_000_000);
-        j = j.request(&new.roce(), 7, 1_000_000);
-        assert!(j.findings.is_empty(), "{:?}", j.findings);
-        // The ACK of PSN 1 (R clear): the echo names both packets.
-        let a = wire(ack(
-            0xFF_FFFF,
-            SackethRepr {
-                syndrome: Syndrome(0x1F),
-                sack_base_psn: Psn::new(0),
-                sack_bitmap: 1 << 62,
-                echoed_entropy: 7,
-                echoed_timestamp: 1000,
-                ..SackethRepr::default()
-            },
-        ));
-        let k = j.ack(&a.roce(), 1_000_010);
-        assert!(k.findings.is_empty(), "{:?}", k.findings);
-        // PSN 0 acknowledged (forgotten), then an ACK echoing its
-        // retransmission (R set): PSN 1 alone is kept with that echo.
-        let j = j.ack(&cum_ack(0).roce(), 1_000_020);
-        let b = wire(ack(
-            0,
-            SackethRepr {
-                syndrome: Syndrome(0x1F),
-                retransmission: true,
-                sack_base_psn: Psn::new(1),
-                echoed_entropy: 7,
-                echoed_timestamp: 1000,
-                ..SackethRepr::default()
-            },
-        ));
-        let k = j.ack(&b.roce(), 1_000_030);
-        assert!(k.findings.is_empty(), "{:?}", k.findings);
-        // A probe sent beside a retransmission, on its value at its instant:
-        // the probe's ACK (R clear) echoes both.
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        j = j.request(&data(5, false).roce(), 2, 0);
-        let retx = wire(
-            req(Opcode::MP_SEND, 5, 0, 5 * 256, 8192, &[0; 256])
-                .ack_req(true)
-                .ext(|e| {
-                    let m = e.mpeth.as_mut().unwrap();
-                    m.retransmission = true;
-                    m.timestamp = 2000;
-                }),
-        );
-        let probe = wire(
-            PacketBuilder::new(Opcode::MP_PROBE)
-                .psn(5)
-                .dest_qp(0x22)
-                .ack_req(true)
-                .ext(|e| {
-                    e.mpeth = Some(MpethRepr {
-                        timestamp: 2000,
-                        ..MpethRepr::default()
-                    })
-                }),
-        );
-        j = j.request(&retx.roce(), 1, 1_000_000);
-        j = j.request(&probe.roce(), 1, 1_000_000);
-        let c = wire(ack(
-            4,
-            SackethRepr {
-                syndrome: Syndrome(0x1F),
-                sack_base_psn: Psn::new(5),
-                echoed_entropy: 1,
-                echoed_timestamp: 2000,
-                ..SackethRepr::default()
-            },
-        ));
-        let k = j.ack(&c.roce(), 1_000_010);
-        assert!(k.findings.is_empty(), "{:?}", k.findings);
-    }
-
-    /// Found by the differential fuzz target on the reference transport: the
-    /// responder reports every PSN an MP READ reserves once it accepted it
-    /// (MR-MPR-2), which the capture shows only as the request's PSN.
-    #[test]
-    fn a_read_s_reserved_psns_count_as_sent_mr_mpa_4() {
-        let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-        j = j.request(&data(25, false).roce(), 1, 0);
-        // A READ of 768 bytes at PMTU 256 at PSN 27 takes 27, 28 and 29.
-        j = j.request(&wire(read(27, 1, 0, 768, 0x5000, 9, 768)).roce(), 2, 1);
-        let a = wire(ack(
-            25,
-            SackethRepr {
-                syndrome: Syndrome(0x1F),
-                sack_base_psn: Psn::new(26),
-                sack_bitmap: 0b0111 << 60,
-                echoed_entropy: 2,
-                echoed_timestamp: 1027,
-                ..SackethRepr::default()
-            },
-        ));
-        let k = j.ack(&a.roce(), 10);
-        assert!(k.findings.is_empty(), "{:?}", k.findings);
-        // PSN 30 was not sent.
-        let b = wire(ack(
-            25,
-            SackethRepr {
-                syndrome: Syndrome(0x1F),
-                sack_base_psn: Psn::new(26),
-                sack_bitmap: 0b01111 << 59,
-                echoed_entropy: 2,
-                echoed_timestamp: 1027,
-                ..SackethRepr::default()
-            },
-        ));
-        assert_eq!(ids(&j.ack(&b.roce(), 10).findings), vec!["MR-MPA-4"]);
-    }
-}
+#[path = "judge_tests.rs"]
+mod tests;

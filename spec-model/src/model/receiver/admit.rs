@@ -14,6 +14,7 @@
 //! may be (a later IPv4 fragment, an IPv6 extension-header chain), addressed
 //! to port 4791.
 
+use super::rows;
 use super::{Delivery, Dropped, LocalQp, MpAdmission, Receiver, UdpChecksum, Verdict, canonical};
 use crate::model::mp::{ArrivalInfo, MpConfig, trim};
 use crate::model::qp::{self, Packets, QpType};
@@ -23,7 +24,6 @@ use metaroce_codec::ethernet::{ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use metaroce_codec::ext::ExtHeaders;
 use metaroce_codec::ipv4::PROTOCOL_UDP;
 use metaroce_codec::ipv6::EXTENSION_HEADERS;
-use metaroce_codec::opcode::PayloadRule;
 use metaroce_codec::udp::ROCEV2_PORT;
 use metaroce_codec::{
     BthRepr, Dialect, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, Opcode, RocePacket, ServiceClass,
@@ -35,11 +35,13 @@ const MALFORMED: Option<&str> = Some("malformed_drops");
 /// ECN code point "congestion experienced".
 const ECN_CE: u8 = 0b11;
 
-/// Smallest UDP length: UDP header, BTH and ICRC (MR-ROB-3).
-const UDP_LEN_MIN: usize = 8 + 12 + 4;
-
 fn drop(reqs: &'static [&'static str], counter: Option<&'static str>) -> Verdict<'static> {
     Verdict::Drop(Dropped { reqs, counter })
+}
+
+/// The verdict of a packet-only row (`rows`), when it drops.
+fn row(dropped: Option<Dropped>) -> Option<Verdict<'static>> {
+    dropped.map(Verdict::Drop)
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -111,8 +113,8 @@ fn ipv4(bytes: &[u8]) -> Result<IpLayer<'_>, Verdict<'static>> {
     if total > bytes.len() {
         return Err(drop(&["MR-ROB-1"], MALFORMED)); // row 1
     }
-    if ihl != 5 || fragment {
-        return Err(drop(&["MR-ENC-5"], MALFORMED)); // row 2
+    if let Some(v) = row(rows::ipv4_form(bytes[0] & 0x0F, fragment)) {
+        return Err(v); // row 2
     }
     let Ok((v4, rest)) = Ipv4Repr::parse(bytes) else {
         return Err(drop(&["MR-ROB-1"], MALFORMED));
@@ -123,8 +125,8 @@ fn ipv4(bytes: &[u8]) -> Result<IpLayer<'_>, Verdict<'static>> {
     else {
         return Err(drop(&["MR-ROB-1"], MALFORMED)); // total length below the header
     };
-    if v4.compute_checksum() != v4.checksum {
-        return Err(drop(&["MR-ROB-2"], MALFORMED)); // row 3
+    if let Some(v) = row(rows::ipv4_checksum(v4.checksum, v4.compute_checksum())) {
+        return Err(v); // row 3
     }
     Ok(IpLayer {
         repr: IpRepr::V4(v4),
@@ -191,21 +193,15 @@ fn udp<'a>(rx: &Receiver, ip: &IpLayer<'a>) -> Verdict<'a> {
     }
     let udp_len = usize::from(udp.length);
     let ip_len = ip.payload.len();
-    let length_mismatch = if udp_len > ip_len {
-        Some(&["MR-ROB-1", "MR-ENC-15"][..])
-    } else if udp_len != ip_len {
-        Some(&["MR-ENC-15"][..])
-    } else {
-        None
-    };
+    let length_mismatch = rows::udp_ip_length(udp_len, ip_len);
     let candidate = trim_candidate(rx, ip);
     // "MR-MPT-3": a trimmed packet is not dropped for its UDP length; whether
     // it is trimmed is decided once its headers are read.
-    if let (Some(reqs), None) = (length_mismatch, candidate) {
-        return drop(reqs, MALFORMED); // row 6
+    if let (Some(d), None) = (length_mismatch, candidate) {
+        return Verdict::Drop(d); // row 6
     }
-    if udp_len % 4 != 0 || udp_len < UDP_LEN_MIN {
-        return drop(&["MR-ROB-3"], MALFORMED); // row 7
+    if let Some(v) = row(rows::udp_length(udp_len)) {
+        return v; // row 7
     }
     let roce_bytes = &ip.payload[UdpRepr::LEN..];
     let arrival = ArrivalInfo {
@@ -233,8 +229,8 @@ fn udp<'a>(rx: &Receiver, ip: &IpLayer<'a>) -> Verdict<'a> {
             // "MR-MPT-3": neither its UDP length nor its ICRC is judged.
             return roce(rx, ip, &udp, view, Parsed::Trimmed, arrival);
         }
-        if let Some(reqs) = length_mismatch {
-            return drop(reqs, MALFORMED); // row 6: complete, so not trimmed (MR-MPT-1)
+        if let Some(d) = length_mismatch {
+            return Verdict::Drop(d); // row 6: complete, so not trimmed (MR-MPT-1)
         }
     }
     match parse_roce(roce_bytes, dialect(rx)) {
@@ -301,18 +297,10 @@ fn is_response(op: Opcode) -> bool {
 
 /// Rows 11 and 12: the opcode's class against the QP's type.
 fn class_check(op: Opcode, qp: &LocalQp) -> Option<Verdict<'static>> {
-    let class = op.class();
-    match class {
-        ServiceClass::Rd | ServiceClass::Xrc => return Some(drop(&["MR-OPC-4"], MALFORMED)),
-        ServiceClass::Vendor if op.0 >= 0xE0 => return Some(drop(&["MR-OPC-4"], MALFORMED)),
-        ServiceClass::Cnp if op != Opcode::CNP => {
-            return Some(drop(&["MR-OPC-4", "MR-OPC-3"], MALFORMED));
-        }
-        ServiceClass::Ud if op != Opcode::UD_SEND_ONLY && op != Opcode::UD_SEND_ONLY_IMM => {
-            return Some(drop(&["MR-OPC-4", "MR-OPC-3"], MALFORMED));
-        }
-        _ => {}
+    if let Some(v) = row(rows::foreign_class(op)) {
+        return Some(v);
     }
+    let class = op.class();
     let matches = match (class, qp.qp_type, qp.mp.is_some()) {
         // CNPs are the reaction point's, whatever the QP type (§6.17, §6.18).
         (ServiceClass::Cnp, _, _) => true,
@@ -347,29 +335,25 @@ fn roce<'a>(
 ) -> Verdict<'a> {
     let bth = &packet.bth;
     let op = bth.opcode;
-    if bth.tver != 0 {
-        return drop(&["MR-BTH-1"], MALFORMED); // row 9
+    if let Some(v) = row(rows::tver(bth.tver)) {
+        return v; // row 9
     }
     // Row 10, "MR-BTH-6": QP 0, QP 1 (GSI) and 0xFFFFFF (multicast) are outside
     // MetaRoCE v1, like a QPN with no QP; nothing is sent in response.
-    let qp = match bth.dest_qp {
-        0 | 1 | 0xFF_FFFF => None,
-        qpn => rx.qps.get(&qpn),
+    let qp = if rows::special_qpn(bth.dest_qp) {
+        None
+    } else {
+        rx.qps.get(&bth.dest_qp)
     };
     let Some(qp) = qp else {
-        return drop(&["MR-BTH-6"], Some("unknown_qp_drops"));
+        return Verdict::Drop(rows::UNKNOWN_QP);
     };
     if let Some(verdict) = class_check(op, qp) {
         return verdict; // rows 11, 12
     }
     let base_op = op_of(op);
-    if op.class() == ServiceClass::Rc && base_op == Op::Reserved {
-        return drop(&["MR-OPC-2"], MALFORMED); // row 13
-    }
-    if op.class() == ServiceClass::Uc && base_op == Op::Reserved {
-        // SPEC.md names no row for reserved UC opcodes; §9.1 asks for a
-        // defined outcome and drop is the only one consistent with §9.2.
-        return drop(&["MR-ROB-5"], MALFORMED);
+    if let Some(v) = row(rows::reserved_opcode(op)) {
+        return v; // row 13 (and reserved UC opcodes)
     }
     if qp.mp.is_some() && (0xCC..=0xDF).contains(&op.0) {
         return drop(&["MR-MPH-8"], MALFORMED); // row 14
@@ -407,14 +391,13 @@ fn roce<'a>(
     {
         return drop(&["MR-UD-2"], Some("qkey_violations")); // row 19
     }
-    let no_payload = op
-        .layout(dialect(rx))
-        .is_some_and(|l| l.payload == PayloadRule::None);
     let trimmed = parsed == Parsed::Trimmed;
-    if parsed == Parsed::PadTooLarge
-        || (!trimmed && no_payload && (bth.pad_count != 0 || !packet.payload.is_empty()))
-    {
+    if parsed == Parsed::PadTooLarge {
         return drop(&["MR-ROB-4"], MALFORMED); // row 20
+    }
+    let no_payload = rows::carries_no_payload(op, dialect(rx));
+    if let Some(v) = row(rows::unwanted_payload(&packet, no_payload, trimmed)) {
+        return v; // row 20
     }
     // "MR-ICRC-3", "MR-ICRC-6": the ICRC is checked here, before the packet
     // reaches its QP, so a packet that fails it places nothing, answers
@@ -423,8 +406,9 @@ fn roce<'a>(
     let udp_checksum = if trimmed {
         UdpChecksum::NotJudged
     } else {
-        if icrc::compute(&ip.repr, udp, &packet) != packet.icrc_value() {
-            return drop(&["MR-ICRC-3", "MR-ICRC-4"], Some("icrc_errors")); // row 21
+        let valid = icrc::compute(&ip.repr, udp, &packet) == packet.icrc_value();
+        if let Some(v) = row(rows::icrc_wrong(valid, trimmed)) {
+            return v; // row 21
         }
         match udp.checksum {
             0 => UdpChecksum::Zero,

@@ -10,17 +10,24 @@
 //! [`Device`] keeps the §9.3 counters and, per QP, the congestion state; it
 //! changes only the QP the packet names.
 //!
-//! Files: `admit` (the rows of §9.2), `canonical` (ignored bits), `counters`
-//! (§9.3), `device` (dispatch, CNP and DCQCN glue, reset).
+//! [`FrameAdmission`] applies the rows that need no knowledge of the
+//! receiving QP to a frame already decoded (a capture checker's), with the
+//! same row functions.
+//!
+//! Files: `admit` (the rows of §9.2), `rows` (the rows that depend on the
+//! packet alone, and `FrameAdmission`), `canonical` (ignored bits),
+//! `counters` (§9.3), `device` (dispatch, CNP and DCQCN glue, reset).
 
 mod admit;
 pub mod canonical;
 pub mod counters;
 pub mod device;
+mod rows;
 
 pub use admit::admit;
 pub use counters::Counters;
 pub use device::{Device, Received};
+pub use rows::FrameAdmission;
 
 use crate::model::mp::ArrivalInfo;
 use crate::model::qp::{QpState, QpType};
@@ -186,5 +193,7 @@ impl<'a> Verdict<'a> {
     }
 }
 
+#[cfg(test)]
+mod rows_tests;
 #[cfg(test)]
 mod tests;
