@@ -66,7 +66,7 @@ type Batch<'b> = (Vec<Job>, Vec<Inspection<'b>>);
 /// What the threads share, under one lock.
 struct Queue<'b> {
     /// Vectors of batches judged, for the next reads: a batch's inspections
-    /// are some 500 KB, and allocating them afresh made the allocator
+    /// are some 250 KB, and allocating them afresh made the allocator
     /// return and re-fault their pages.
     spare: Vec<Batch<'b>>,
     /// Batches read so far: the number of the next one.
