@@ -502,13 +502,18 @@ fn nak_before_the_window_is_dropped_mr_req_9_not_mr_qp_5() {
     // responder's answer to a late duplicate). It lies before una − 1, so the
     // requester drops it (MR-REQ-9) and goes on: a new request is no MR-QP-5
     // finding. Found by the differential fuzz target.
+    assert_eq!(nak_after_two_sends(1, 0), Vec::<&str>::new(), "MR-REQ-9");
+}
+
+/// Two SENDs (PSNs 0, 1) acknowledged up to PSN `acked`, then a NAK 0x62
+/// for PSN `nak`: the findings of the SEND after them (PSN 2).
+fn nak_after_two_sends(acked: u32, nak: u32) -> Vec<&'static str> {
     let mut j = judge(Some(1024));
-    let pkts = sends(2);
-    assert_eq!(feed(&mut j, &pkts), vec![]);
-    j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
-    j.on_response(&answered(Opcode::RC_ACK, 0, 0x62).pkt(), None);
+    assert_eq!(feed(&mut j, &sends(2)), vec![]);
+    j.on_response(&answered(Opcode::RC_ACK, acked, 0x1F).pkt(), None);
+    j.on_response(&answered(Opcode::RC_ACK, nak, 0x62).pkt(), None);
     let next = with_ack_req(bare(Opcode::RC_SEND_ONLY, 2));
-    assert_eq!(ids(&feed(&mut j, &[next])), Vec::<&str>::new(), "MR-REQ-9");
+    ids(&feed(&mut j, &[next]))
 }
 
 #[test]
@@ -520,20 +525,9 @@ fn fatal_nak_for_an_acknowledged_psn_is_not_outstanding_mr_nak_6_not_mr_qp_5() {
     // Found by the differential fuzz target (a READ completed by its Last
     // response, then NAK 0x62 for its re-request of that Last response,
     // sent after B's region was invalidated).
-    let mut j = judge(Some(1024));
-    let pkts = sends(2);
-    assert_eq!(feed(&mut j, &pkts), vec![]);
-    j.on_response(&answered(Opcode::RC_ACK, 1, 0x1F).pkt(), None);
-    j.on_response(&answered(Opcode::RC_ACK, 1, 0x62).pkt(), None);
-    let next = with_ack_req(bare(Opcode::RC_SEND_ONLY, 2));
-    assert_eq!(ids(&feed(&mut j, &[next])), Vec::<&str>::new(), "MR-NAK-6");
+    assert_eq!(nak_after_two_sends(1, 1), Vec::<&str>::new(), "MR-NAK-6");
     // For an outstanding PSN it is fatal.
-    let mut j = judge(Some(1024));
-    assert_eq!(feed(&mut j, &pkts), vec![]);
-    j.on_response(&answered(Opcode::RC_ACK, 0, 0x1F).pkt(), None);
-    j.on_response(&answered(Opcode::RC_ACK, 1, 0x62).pkt(), None);
-    let next = with_ack_req(bare(Opcode::RC_SEND_ONLY, 2));
-    assert_eq!(ids(&feed(&mut j, &[next])), vec!["MR-QP-5"]);
+    assert_eq!(nak_after_two_sends(0, 1), vec!["MR-QP-5"]);
 }
 
 #[test]

@@ -12,23 +12,7 @@ fn run_admitted(cfg: ConversationConfig, pkts: &[(Pkt, u64, bool)]) -> Vec<Conve
     let mut j = ConversationJudge::new(cfg);
     let mut all = Vec::new();
     for (i, (p, ts, admitted)) in pkts.iter().enumerate() {
-        let meta = PacketMeta {
-            frame: i as u64 + 1,
-            timestamp_ns: *ts,
-            src: p.src,
-            dst: p.dst,
-            udp_src_port: p.udp_src_port,
-            ecn: 0,
-            admitted: *admitted,
-        };
-        let pkt = RocePacket {
-            bth: p.bth,
-            ext: p.ext,
-            payload: &p.payload,
-            pad: &[],
-            icrc: [0; 4],
-        };
-        all.extend(j.on_packet(&meta, &pkt));
+        all.extend(judge_frame(&mut j, p, i as u64 + 1, *ts, 0, *admitted));
     }
     all.extend(j.finish());
     all

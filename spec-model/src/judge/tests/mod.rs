@@ -124,6 +124,18 @@ fn judge_packet(
     ts: u64,
     ecn: u8,
 ) -> Vec<ConversationFinding> {
+    judge_frame(j, p, frame, ts, ecn, true)
+}
+
+/// [`judge_packet`] for a frame its receiver admits or (`admitted` false) drops.
+fn judge_frame(
+    j: &mut ConversationJudge,
+    p: &Pkt,
+    frame: u64,
+    ts: u64,
+    ecn: u8,
+    admitted: bool,
+) -> Vec<ConversationFinding> {
     let meta = PacketMeta {
         frame,
         timestamp_ns: ts,
@@ -131,7 +143,7 @@ fn judge_packet(
         dst: p.dst,
         udp_src_port: p.udp_src_port,
         ecn,
-        admitted: true,
+        admitted,
     };
     let pkt = RocePacket {
         bth: p.bth,

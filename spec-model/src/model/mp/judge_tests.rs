@@ -73,19 +73,32 @@ fn retransmission_checks_mr_mpl_4_mr_mpl_6_mr_mpl_7() {
     assert_eq!(ids(&bad.findings), vec!["MR-MPL-6"]);
 }
 
-#[test]
-fn sack_consistency_mr_mpa_3_mr_mpa_4_mr_mpa_5_mr_mpa_8() {
+/// A requester-side judge that has seen data PSNs 10..=13 sent, PSN `i`
+/// on UDP source port `i % 3 + 1` at `i` ns.
+fn sent_10_to_13() -> MpJudge {
     let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
     for i in 10..14u32 {
         j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
     }
-    let base = SackethRepr {
+    j
+}
+
+/// An ACK's SACKETH with base PSN `base`, echoing PSN 11's port and
+/// timestamp (as [`sent_10_to_13`] sent it), bitmap empty.
+fn echoing_psn_11(base: u32) -> SackethRepr {
+    SackethRepr {
         syndrome: Syndrome(0x1F),
-        sack_base_psn: Psn::new(11),
+        sack_base_psn: Psn::new(base),
         echoed_entropy: 3,
         echoed_timestamp: 1011,
         ..SackethRepr::default()
-    };
+    }
+}
+
+#[test]
+fn sack_consistency_mr_mpa_3_mr_mpa_4_mr_mpa_5_mr_mpa_8() {
+    let j = sent_10_to_13();
+    let base = echoing_psn_11(11);
     let a = wire(ack(
         10,
         SackethRepr {
@@ -170,17 +183,8 @@ fn value_retired_by_a_loss_a_later_ack_covers_mr_mps_3() {
 /// 0 here) the cumulative PSN moved back, MR-MPA-3.
 #[test]
 fn reordered_ack_bits_below_latest_cum_mr_mpa_4() {
-    let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-    for i in 10..14u32 {
-        j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
-    }
-    let base = SackethRepr {
-        syndrome: Syndrome(0x1F),
-        sack_base_psn: Psn::new(10),
-        echoed_entropy: 3,
-        echoed_timestamp: 1011,
-        ..SackethRepr::default()
-    };
+    let j = sent_10_to_13();
+    let base = echoing_psn_11(10);
     // The newer ACK first: 10..=12 cumulatively (forgotten by the judge).
     let newer = wire(ack(
         12,
@@ -528,10 +532,7 @@ fn a_read_s_reserved_psns_count_as_sent_mr_mpa_4() {
 /// and the MP ACKs `older` (cumulative 11, triggered by PSN 11, SACKs
 /// 13) and `newer` (cumulative 13, triggered by PSN 13).
 fn two_acks() -> (MpJudge, Wire, Wire) {
-    let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
-    for i in 10..14u32 {
-        j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
-    }
+    let j = sent_10_to_13();
     let s = SackethRepr {
         syndrome: Syndrome(0x1F),
         msn: Msn::new(0xFF_FFFF),
