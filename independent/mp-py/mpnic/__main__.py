@@ -1,0 +1,118 @@
+"""python -m mpnic serve --iface IF --ip A.B.C.D [--mac MAC] [--listen HOST:PORT]"""
+import argparse
+import fcntl
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+
+from .device import Device
+from .agent import Agent, serve
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+
+
+def iface_mac(name):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", name.encode()[:15]))
+    return info[18:24]
+
+
+def dataplane(dev: Device, iface, stop):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    s.bind((iface, 0))
+    s.setblocking(False)
+    if dev.mac != iface_mac(iface):
+        # PACKET_ADD_MEMBERSHIP promiscuous
+        ifindex = socket.if_nametoindex(iface)
+        mreq = struct.pack("IHH8s", ifindex, 1, 0, b"")
+        s.setsockopt(263, 1, mreq)
+    import os
+    rp, wp = os.pipe()
+    os.set_blocking(rp, False)
+    os.set_blocking(wp, False)
+
+    def wake():
+        try:
+            os.write(wp, b"x")
+        except BlockingIOError:
+            pass
+    dev.wake = wake
+
+    def drain():
+        # called with dev.lock held (agent thread): process frames already
+        # received so that memory/CQ reads see every packet on the wire before them
+        now = time.monotonic_ns()
+        for _ in range(1024):
+            try:
+                fr, addr = s.recvfrom(65536)
+            except BlockingIOError:
+                break
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            dev.handle_frame(now, fr)
+        if dev.txq:
+            wake()
+    dev.drain = drain
+    while not stop.is_set():
+        r, _, _ = select.select([s, rp], [], [], 0.0005)
+        if rp in r:
+            try:
+                os.read(rp, 4096)
+            except BlockingIOError:
+                pass
+        now = time.monotonic_ns()
+        with dev.lock:
+            if s in r:
+                for _ in range(256):
+                    try:
+                        fr, addr = s.recvfrom(65536)
+                    except BlockingIOError:
+                        break
+                    if addr[2] == PACKET_OUTGOING:
+                        continue
+                    try:
+                        dev.handle_frame(now, fr)
+                    except Exception:
+                        import traceback
+                        traceback.print_exc()
+            try:
+                dev.tick(time.monotonic_ns())
+            except Exception:
+                import traceback
+                traceback.print_exc()
+            tx, dev.txq = dev.txq, []
+        # frames queued by agent threads are sent here; the timestamps they carry
+        # were taken when queued (a few µs earlier once woken)
+        for fr in tx:
+            try:
+                s.send(fr)
+            except OSError as e:
+                print("send:", e, file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="mpnic")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sv = sub.add_parser("serve")
+    sv.add_argument("--iface", required=True)
+    sv.add_argument("--ip", default="10.0.0.2")
+    sv.add_argument("--mac")
+    sv.add_argument("--listen", default="127.0.0.1:7471")
+    a = ap.parse_args()
+    mac = bytes(int(x, 16) for x in a.mac.split(":")) if a.mac else iface_mac(a.iface)
+    dev = Device(mac, socket.inet_aton(a.ip))
+    dev.profile_trimming = False
+    stop = threading.Event()
+    t = threading.Thread(target=dataplane, args=(dev, a.iface, stop), daemon=True)
+    t.start()
+    host, port = a.listen.rsplit(":", 1)
+    print(f"mpnic serving on {a.listen}, iface {a.iface}", file=sys.stderr, flush=True)
+    serve(Agent(dev), host, int(port))
+
+
+if __name__ == "__main__":
+    main()

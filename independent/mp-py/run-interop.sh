@@ -1,0 +1,54 @@
+#!/bin/bash
+# metaroce interop between metaroce-ref serve (A, ns 1) and mpnic (B, ns 2) over a veth pair.
+# usage: run-interop.sh [metaroce interop args, e.g. --mp --pmtu 1024]
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# The binaries: BIN if given, else the workspace's release build, else its debug build.
+bin_of() {
+  if [ -n "${BIN:-}" ]; then echo "$BIN/$1"; return; fi
+  for p in "$REPO/target/release/$1" "$REPO/target/debug/$1"; do
+    [ -x "$p" ] && { echo "$p"; return; }
+  done
+  echo "missing binary $1: cargo build -p metaroce-conformance -p metaroce-ref (or set BIN)" >&2; exit 2
+}
+PY=${PY:-${METAROCE_PYTHON:-$REPO/.venv/bin/python}}
+METAROCE=$(bin_of metaroce) || exit 2
+METAROCE_REF=$(bin_of metaroce-ref) || exit 2
+TMO=${TMO:-300}
+ID=$$
+NA=ipa$ID; NB=ipb$ID
+OUT=${OUT:-$HERE/runs/interop-$(date +%H%M%S)}
+mkdir -p "$OUT"
+cleanup() {
+  [ -n "${APID:-}" ] && kill "$APID" 2>/dev/null
+  [ -n "${BPID:-}" ] && kill "$BPID" 2>/dev/null
+  wait 2>/dev/null
+  ip netns del $NA 2>/dev/null; ip netns del $NB 2>/dev/null
+}
+trap cleanup EXIT INT TERM
+ip netns add $NA && ip netns add $NB || exit 2
+ip link add da$ID type veth peer name db$ID
+ip link add ca$ID type veth peer name cb$ID
+ip link set da$ID netns $NA; ip link set ca$ID netns $NA
+ip link set db$ID netns $NB; ip link set cb$ID netns $NB
+for ns in $NA $NB; do ip -n $ns link set lo up; ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1; done
+ip -n $NA link set da$ID mtu 9000 up; ip -n $NB link set db$ID mtu 9000 up
+ip -n $NA addr add 192.168.251.1/30 dev ca$ID; ip -n $NA link set ca$ID up
+ip -n $NB addr add 192.168.251.2/30 dev cb$ID; ip -n $NB link set cb$ID up
+ip netns exec $NA $METAROCE_REF serve --iface da$ID --ip 10.0.1.1 --listen 127.0.0.1:7471 >"$OUT/ref.log" 2>&1 &
+APID=$!
+ip netns exec $NB env PYTHONPATH=$HERE MPNIC_RTO_MIN_US=${RTO_MIN_US:-2000} MPNIC_RTO_INIT_US=${RTO_INIT_US:-4000} $PY -m mpnic serve --iface db$ID --ip 10.0.1.2 \
+   --listen 192.168.251.2:7471 >"$OUT/mpnic.log" 2>&1 &
+BPID=$!
+if [ -n "${CAP:-}" ]; then
+  ip netns exec $NA tshark -q -a duration:${CAPSEC:-20} -i da$ID -w "$OUT/link.pcap" >"$OUT/tshark.log" 2>&1 & CPID=$!
+  sleep 3
+fi
+for i in $(seq 50); do ip netns exec $NA bash -c "exec 3<>/dev/tcp/192.168.251.2/7471 && exec 4<>/dev/tcp/127.0.0.1/7471" 2>/dev/null && break; sleep 0.1; done
+timeout $TMO ip netns exec $NA $METAROCE interop --a 127.0.0.1:7471 --b 192.168.251.2:7471 \
+   --json "$OUT/interop.json" --markdown "$OUT/interop.md" "$@" 2>&1 | tee "$OUT/run.txt"
+RC=${PIPESTATUS[0]}
+if [ -n "${CPID:-}" ]; then wait "$CPID" 2>/dev/null; fi
+echo "rc=$RC report: $OUT"
+exit "$RC"
