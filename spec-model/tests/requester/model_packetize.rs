@@ -398,11 +398,7 @@ fn mr_uc_1_no_ack_req_no_retransmission() {
     });
     let (s, out) = s.post_send(WorkRequest::write(1500, 0, 1), 0);
     assert_eq!(sent(&out), vec![(0x26, 0), (0x28, 1)]);
-    assert!(
-        sends(&out)
-            .iter()
-            .all(|p| p.headers.ack_req == Field::Any)
-    );
+    assert!(sends(&out).iter().all(|p| p.headers.ack_req == Field::Any));
     assert_eq!(completions(&out), vec![(0, WcStatus::Success)]);
     let (_, out) = s.on_timer(u64::MAX / 2);
     assert!(out.required.is_empty());
