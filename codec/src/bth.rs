@@ -40,6 +40,18 @@ pub mod field {
     pub const PSN: usize = 9;
 }
 
+/// The QPN of the general services interface (QP 1): communication
+/// management datagrams (SPEC.md §6.22).
+pub const GSI_QPN: u32 = 1;
+
+/// Whether two P_Keys match (IBA 10.9, SPEC.md MR-BTH-5): equal low 15 bits,
+/// not zero, and at least one of the two a full member (bit 15 set). 0x0000
+/// and 0x8000 match nothing.
+pub const fn pkey_matches(a: u16, b: u16) -> bool {
+    let key = a & 0x7FFF;
+    key != 0 && key == b & 0x7FFF && (a | b) & 0x8000 != 0
+}
+
 /// A Base Transport Header. Every bit is kept, reserved bits included.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
@@ -121,5 +133,21 @@ impl BthRepr {
         buf[field::ACK_REQ_BYTE] = (u8::from(self.ack_req) << 7) | (self.resv7 & field::RESV7);
         buf[9..12].copy_from_slice(&self.psn.value().to_be_bytes()[1..]);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod pkey_tests {
+    use super::pkey_matches;
+
+    #[test]
+    fn pkey_matching_follows_iba_10_9() {
+        assert!(pkey_matches(0xFFFF, 0xFFFF));
+        assert!(pkey_matches(0x7FFF, 0xFFFF), "limited packet, full QP");
+        assert!(pkey_matches(0xFFFF, 0x7FFF), "full packet, limited QP");
+        assert!(!pkey_matches(0x7FFF, 0x7FFF), "two limited members");
+        assert!(!pkey_matches(0x8000, 0x8000), "0x8000 is invalid");
+        assert!(!pkey_matches(0x0000, 0x8000), "0x0000 is invalid");
+        assert!(!pkey_matches(0x8123, 0xFFFF), "other key");
     }
 }

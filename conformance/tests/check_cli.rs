@@ -90,15 +90,15 @@ fn a_clean_capture_exits_0() {
     std::fs::remove_file(path).unwrap();
 }
 
-/// Frame 2: bad PadCnt (MR-PKT-4); 3: bad ICRC (MR-ICRC-1); 4: Resv7 set
-/// (MR-BTH-2); 5: source port outside 0xC000–0xFFFF (MR-ENC-13, a SHOULD).
+/// Frame 2: bad PadCnt (MR-PKT-4); 3: bad ICRC (MR-ICRC-1); 4: TVer 1
+/// (MR-BTH-2); 5: Resv7 set (MR-BTH-9, a SHOULD since SPEC v1.1).
 fn bad_frames() -> Vec<Vec<u8>> {
     vec![
         send_only(1).build(),
         send_only(2).pad_count(1).build(),
         send_only(3).corrupt_icrc().build(),
-        send_only(4).bth(|b| b.resv7 = 0x01).build(),
-        send_only(5).udp_src_port(0x1234).build(),
+        send_only(4).bth(|b| b.tver = 1).build(),
+        send_only(5).bth(|b| b.resv7 = 0x01).build(),
     ]
 }
 
@@ -111,8 +111,8 @@ fn broken_packets_exit_1_and_are_named_by_frame_and_id() {
     for expected in [
         "frame 2: MR-PKT-4 [must] PadCnt 1 but payload 13 bytes needs 3",
         "frame 3: MR-ICRC-1 [must]",
-        "frame 4: MR-BTH-2 [must] Resv7 0x01 instead of 0",
-        "frame 5: MR-ENC-13 [should]",
+        "frame 4: MR-BTH-2 [must] TVer 1 instead of 0",
+        "frame 5: MR-BTH-9 [should] Resv7 0x01 instead of 0",
         "  findings: 4 (must 3, should 1, info 0)",
         "    MR-ICRC-1         1  must   first at frame 3",
     ] {
@@ -158,7 +158,7 @@ fn jsonl_has_one_object_per_finding() {
             (2, "MR-PKT-4", "must"),
             (3, "MR-ICRC-1", "must"),
             (4, "MR-BTH-2", "must"),
-            (5, "MR-ENC-13", "should"),
+            (5, "MR-BTH-9", "should"),
         ]
     );
     std::fs::remove_file(path).unwrap();

@@ -438,9 +438,11 @@ impl Device {
             c.malformed_drops += 1;
             return;
         }
-        // Row 18 (MR-BTH-5): P_Key without the membership bit.
+        // Row 18 (MR-BTH-5): equal low 15 bits, not zero, one full member.
         // zoo: pkey-not-checked
-        if (pkt.bth.pkey ^ qp.cfg.pkey) & 0x7FFF != 0 && !zoo!(self.config.mutant, PkeyNotChecked) {
+        if !metaroce_codec::bth::pkey_matches(pkt.bth.pkey, qp.cfg.pkey)
+            && !zoo!(self.config.mutant, PkeyNotChecked)
+        {
             c.pkey_violations += 1;
             return;
         }

@@ -53,6 +53,8 @@ fn hello_reports_version_profile_addresses_limits() {
         "mp_trimming",
         "mp_flow_label_entropy",
         "mp_max_staged_bytes",
+        "cm",
+        "host_big_endian",
     ];
     assert_eq!(profile.len(), keys.len());
     for k in keys {

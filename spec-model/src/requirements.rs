@@ -137,8 +137,11 @@ pub struct Requirement {
     pub keyword: Keyword,
     /// Where it is observed.
     pub observation: Observation,
-    /// The statement, without ID, keyword and observation.
+    /// The statement, without ID, keyword, observation and source.
     pub text: &'static str,
+    /// Where it comes from (SPEC.md §1.2): the item's own `[…]`, or else the
+    /// `Source: …` line of its section; empty when neither is given.
+    pub source: &'static str,
     /// 1-based line in SPEC.md.
     pub line: usize,
 }
@@ -182,23 +185,57 @@ fn parse_line(line: &'static str, line_number: usize) -> Result<Requirement, Spe
         .ok_or(err("no `; ` between keyword and observation"))?;
     let keyword = Keyword::parse(keyword).ok_or(err("unknown keyword"))?;
     let observation = Observation::parse(observation).ok_or(err("unknown observation"))?;
+    let text = text.trim();
+    let (text, source) = match text.strip_suffix(']').and_then(|t| t.rsplit_once(" [")) {
+        Some((t, src)) => (t.trim_end(), src),
+        None => (text, ""),
+    };
     Ok(Requirement {
         id,
         area,
         number,
         keyword,
         observation,
-        text: text.trim(),
+        text,
+        source,
         line: line_number,
     })
 }
 
+/// The section default of a `Source: …` line (one line in SPEC.md): its text
+/// without the trailing ", unless a requirement names another." and
+/// the final period.
+fn section_source(line: &'static str) -> &'static str {
+    let text = line.strip_prefix("Source: ").unwrap_or_default().trim_end();
+    let text = text.split(", unless").next().unwrap_or(text);
+    text.trim_end_matches('.')
+}
+
 /// Parses every requirement of `text`; the first malformed item is an error.
+///
+/// A `Source: …` line gives the default source of the requirements that
+/// follow it up to the next heading of its own level or higher (a line under
+/// `## 3.` covers all of §3; one under `### 6.10` only §6.10).
 pub fn parse_spec(text: &'static str) -> Result<Vec<Requirement>, SpecFormatError> {
     let mut out = Vec::new();
+    let mut level = 0usize; // heading level of the current section
+    let mut default: Option<(usize, &'static str)> = None; // (level, source)
     for (i, line) in text.lines().enumerate() {
-        if line.starts_with(ITEM_PREFIX) {
-            out.push(parse_line(line, i + 1)?);
+        if line.starts_with('#') {
+            level = line.bytes().take_while(|&b| b == b'#').count();
+            if default.is_some_and(|(l, _)| level <= l) {
+                default = None;
+            }
+        } else if line.starts_with("Source: ") {
+            default = Some((level, section_source(line)));
+        } else if line.starts_with(ITEM_PREFIX) {
+            let mut r = parse_line(line, i + 1)?;
+            if r.source.is_empty()
+                && let Some((_, src)) = default
+            {
+                r.source = src;
+            }
+            out.push(r);
         }
     }
     Ok(out)
@@ -264,6 +301,36 @@ mod tests {
                 r.line
             );
         }
+    }
+
+    #[test]
+    fn sources_own_and_section_default() {
+        // SPEC.md §1.2: every requirement of §3, §4, §5, §8 and §9 names its
+        // source, its own or its section's.
+        for r in all() {
+            let in_scope = ["ENC", "BTH", "EXT", "OPC", "ICRC", "SEC", "ROB"].contains(&r.area);
+            if in_scope {
+                assert!(!r.source.is_empty(), "{} has no source", r.id);
+            }
+            assert!(!r.text.ends_with(']'), "{}: source left in the text", r.id);
+        }
+        assert_eq!(get("MR-BTH-5").map(|r| r.source), Some("IBA 10.9"));
+        assert_eq!(
+            get("MR-ENC-21").map(|r| r.source),
+            Some("RFC 3168"),
+            "own source"
+        );
+        let text = "## 3. A\n\nSource: A17, unless a requirement names another.\n\n### 3.1 B\n\n- **MR-X-1** (MUST; wire) a MUST b.\n- **MR-X-2** (MUST; wire) c MUST d. [RFC 768]\n## 4. C\n- **MR-X-3** (MUST; wire) e MUST f.\n";
+        let reqs = parse_spec(text).expect("parses");
+        let got: Vec<(&str, &str)> = reqs.iter().map(|r| (r.text, r.source)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a MUST b.", "A17"),
+                ("c MUST d.", "RFC 768"),
+                ("e MUST f.", "")
+            ]
+        );
     }
 
     #[test]

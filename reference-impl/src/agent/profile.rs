@@ -42,6 +42,13 @@ pub struct CapabilityProfile {
     pub mp_trimming: bool,
     pub mp_flow_label_entropy: bool,
     pub mp_max_staged_bytes: u64,
+    /// Connection setup through the CM on QP 1 (SPEC §6.22); absent in
+    /// profiles written before v1.1, hence the default.
+    #[serde(default)]
+    pub cm: bool,
+    /// The host stores 64-bit integers big-endian (SPEC §6.16, MR-ATOM-6).
+    #[serde(default)]
+    pub host_big_endian: bool,
 }
 
 impl CapabilityProfile {
@@ -89,6 +96,8 @@ impl CapabilityProfile {
             mp_trimming: false,
             mp_flow_label_entropy: false,
             mp_max_staged_bytes: u64::from(WINDOW_MAX) * u64::from(cfg.max_pmtu),
+            cm: false,
+            host_big_endian: cfg!(target_endian = "big"),
         }
     }
 }

@@ -55,7 +55,8 @@ pub enum SyndromeSpec {
     /// An ACK whose credit code is `code` or 31 (no limit): what a responder
     /// that declares `credits` may send (MR-CRD-2).
     AckCredits {
-        /// The credit code of the receive work requests posted and not consumed.
+        /// The credit code of the receive work requests posted and not consumed:
+        /// the largest code allowed ("MR-CRD-2": any code up to it, or 31).
         code: u8,
     },
     /// An RNR NAK with any timer code (the responder's `min_rnr_timer` is unknown).
@@ -69,8 +70,9 @@ impl SyndromeSpec {
             SyndromeSpec::AnyAck => syndrome.0 <= 0x1F,
             SyndromeSpec::RnrNak { timer } => syndrome.0 == 0x20 | (timer & 0x1F),
             SyndromeSpec::Exact(s) => s == syndrome,
+            // "MR-CRD-2": a code not above the receive WRs posted, or 31.
             SyndromeSpec::AckCredits { code } => {
-                syndrome.0 == (code & 0x1F) || syndrome == Syndrome::ACK_UNLIMITED
+                syndrome.0 <= (code & 0x1F) || syndrome == Syndrome::ACK_UNLIMITED
             }
             SyndromeSpec::AnyRnrNak => (0x20..=0x3F).contains(&syndrome.0),
         }
@@ -458,6 +460,10 @@ mod tests {
         assert!(SyndromeSpec::Exact(Syndrome::NAK_PSN_SEQ).allows(Syndrome(0x60)));
         let credits = SyndromeSpec::AckCredits { code: 3 };
         assert!(credits.allows(Syndrome(0x03)) && credits.allows(Syndrome(0x1F)));
+        assert!(
+            credits.allows(Syndrome(0x00)),
+            "fewer credits than posted (MR-CRD-2)"
+        );
         assert!(!credits.allows(Syndrome(0x04)));
         assert!(SyndromeSpec::AnyRnrNak.allows(Syndrome(0x20)));
         assert!(SyndromeSpec::AnyRnrNak.allows(Syndrome(0x3F)));

@@ -1,8 +1,8 @@
 //! The unpredictability test of SPEC.md §8.1, as a pure function over a
 //! sample of values.
 //!
-//! "MR-SEC-1" (initial PSNs, all 24 bits) and "MR-SEC-2" (R_Keys, at least
-//! 24 of 32 bits): the harness collects N = 1024 values one after another
+//! "MR-SEC-1" (initial PSNs, all 24 bits), "MR-SEC-2" (R_Keys: a key part of
+//! at least 8 bits) and "MR-SEC-12" (R_Keys, 24 of 32 bits): the harness collects N = 1024 values one after another
 //! from the implementation and hands them here with the mask of the bits
 //! that must be random; the requirement fails when any criterion holds.
 //! Whether a value came from a cryptographically secure generator cannot be
@@ -29,7 +29,8 @@ pub enum Failure {
         /// Values with the bit set.
         ones: usize,
     },
-    /// Criterion 3: fewer than 1000 distinct consecutive differences.
+    /// Criterion 3: fewer than min(1000, 3 × 2^b / 4) distinct consecutive
+    /// differences of the b random bits.
     FewDifferences(usize),
     /// Criterion 4: the chi-square statistic of the top 4 random bits.
     ChiSquare(f64),
@@ -50,7 +51,7 @@ fn extract(value: u64, mask: u64) -> u64 {
 
 /// Judges `values` (each within `mask`'s value range) by §8.1; `mask` marks
 /// the bits that must be random (for PSNs 0xFFFFFF; for R_Keys the
-/// implementation's random bits, at least 24 of them). Returns every
+/// implementation's key part: at least 8 bits for MR-SEC-2, 24 for MR-SEC-12). Returns every
 /// criterion that fails; empty means the sample passes.
 pub fn judge(values: &[u64], mask: u64) -> Vec<Failure> {
     let mut out = Vec::new();
@@ -97,7 +98,11 @@ pub fn judge(values: &[u64], mask: u64) -> Vec<Failure> {
         .collect();
     diffs.sort_unstable();
     diffs.dedup();
-    if diffs.len() < 1000 {
+    // A good generator over b bits gives about 2^b (1 − e^−4) distinct
+    // differences among 1023 when 2^b is small: 3/4 of the range keeps the
+    // false-failure rate negligible while a counter (one difference) fails.
+    let min_diffs = range_mask.saturating_add(1).saturating_mul(3) / 4;
+    if (diffs.len() as u64) < min_diffs.min(1000) {
         out.push(Failure::FewDifferences(diffs.len()));
     }
     // 4. chi-square of the top 4 random bits.
@@ -181,21 +186,42 @@ mod tests {
     }
 
     #[test]
+    fn rkeys_with_8_random_key_bits_pass_mr_sec_2_and_a_counter_fails() {
+        // MR-SEC-2: rxe's table index plus 8 random key bits passes on the key
+        // byte; mlx5's index plus a device-wide counting key byte
+        // (`assign_mkey_variant`) fails criterion 3.
+        let rxe: Vec<u64> = splitmix(4, SAMPLE_SIZE)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| ((i as u64 + 16) << 8) | (v & 0xFF))
+            .collect();
+        assert_eq!(judge(&rxe, 0xFF), vec![], "MR-SEC-2");
+        let counting: Vec<u64> = (0..SAMPLE_SIZE as u64)
+            .map(|i| ((i + 16) << 8) | ((i + 1) & 0xFF))
+            .collect();
+        let f = judge(&counting, 0xFF);
+        assert!(
+            f.iter().any(|x| matches!(x, Failure::FewDifferences(1))),
+            "MR-SEC-2: {f:?}"
+        );
+    }
+
+    #[test]
     fn rkeys_with_24_random_bits_pass_and_8_fail() {
-        // MR-SEC-2: an R_Key of an index byte and 24 random bits passes on
+        // MR-SEC-12: an R_Key of an index byte and 24 random bits passes on
         // those bits; rxe's table index plus 8 random bits fails.
         let good: Vec<u64> = splitmix(3, SAMPLE_SIZE)
             .iter()
             .enumerate()
             .map(|(i, v)| (v & 0xFF_FF_FF) << 8 | (i as u64 & 0xFF))
             .collect();
-        assert_eq!(judge(&good, 0xFFFF_FF00), vec![], "MR-SEC-2");
+        assert_eq!(judge(&good, 0xFFFF_FF00), vec![], "MR-SEC-12");
         let rxe: Vec<u64> = splitmix(4, SAMPLE_SIZE)
             .iter()
             .enumerate()
             .map(|(i, v)| ((i as u64 + 16) << 8) | (v & 0xFF))
             .collect();
-        assert!(!judge(&rxe, 0xFFFF_FF00).is_empty(), "MR-SEC-2");
+        assert!(!judge(&rxe, 0xFFFF_FF00).is_empty(), "MR-SEC-12");
     }
 
     #[test]

@@ -5,11 +5,12 @@ use super::{Context, Packet};
 use crate::Finding;
 use metaroce_codec::{Opcode, ServiceClass};
 
-/// MR-BTH-2, MR-BTH-4 and MR-BTH-7.
+/// MR-BTH-2, MR-BTH-4, MR-BTH-7 and MR-BTH-9. M (MigReq) is not judged:
+/// either value is allowed (SPEC.md §4.1, v1.1).
 pub(super) fn check(p: &Packet<'_, '_>, ctx: &Context, out: &mut Vec<Finding>) {
     let bth = &p.roce.bth;
     let cnp = p.op == Opcode::CNP;
-    // TVer, M and FECN of a CNP are judged against MR-CNP-3 (cnp.rs).
+    // TVer and FECN of a CNP are judged against MR-CNP-3 (cnp.rs).
     if !cnp {
         if bth.tver != 0 {
             out.push(Finding::new(
@@ -17,25 +18,22 @@ pub(super) fn check(p: &Packet<'_, '_>, ctx: &Context, out: &mut Vec<Finding>) {
                 format!("TVer {} instead of 0", bth.tver),
             ));
         }
-        if bth.migreq {
-            out.push(Finding::new("MR-BTH-2", "M (MigReq) set; must be 0"));
-        }
         if bth.fecn {
-            out.push(Finding::new("MR-BTH-2", "FECN set; must be 0"));
+            out.push(Finding::new("MR-BTH-9", "FECN set; should be 0"));
         }
         if bth.becn {
-            out.push(Finding::new("MR-BTH-2", "BECN set outside a CNP"));
+            out.push(Finding::new("MR-BTH-9", "BECN set outside a CNP"));
         }
     }
     if bth.resv6a != 0 {
         out.push(Finding::new(
-            "MR-BTH-2",
+            "MR-BTH-9",
             format!("Resv6a 0x{:02x} instead of 0", bth.resv6a),
         ));
     }
     if bth.resv7 != 0 {
         out.push(Finding::new(
-            "MR-BTH-2",
+            "MR-BTH-9",
             format!("Resv7 0x{:02x} instead of 0", bth.resv7),
         ));
     }
@@ -51,12 +49,13 @@ pub(super) fn check(p: &Packet<'_, '_>, ctx: &Context, out: &mut Vec<Finding>) {
     }
 }
 
-/// MR-BTH-4: the QP's P_Key, which is never 0 (range 0x0001–0xFFFF, §10.1).
+/// MR-BTH-4: the QP's P_Key, which is never 0x0000 or 0x8000 (low 15 bits
+/// zero: invalid, §4.1, §10.1).
 fn pkey(value: u16, ctx: &Context, out: &mut Vec<Finding>) {
-    if value == 0 {
+    if value & 0x7FFF == 0 {
         out.push(Finding::new(
             "MR-BTH-4",
-            "P_Key 0x0000 is no QP's P_Key (range 0x0001–0xFFFF)",
+            format!("P_Key 0x{value:04x} is invalid (its low 15 bits are 0), no QP's P_Key"),
         ));
     } else if let Some(expected) = ctx.pkey
         && value != expected

@@ -4,7 +4,7 @@ use super::Packet;
 use crate::Finding;
 use metaroce_codec::Opcode;
 
-/// MR-CNP-3: SE, M, PadCnt, TVer, FECN and AckReq 0; BECN 1; PSN 0; 16 zero
+/// MR-CNP-3: SE, PadCnt, TVer, FECN and AckReq 0 (M either value, v1.1); BECN 1; PSN 0; 16 zero
 /// bytes after BTH and nothing else before the ICRC. (P_Key: MR-BTH-4; ICRC:
 /// MR-ICRC-1; port: MR-ENC-11.)
 pub(super) fn check(p: &Packet<'_, '_>, out: &mut Vec<Finding>) {
@@ -16,12 +16,7 @@ pub(super) fn check(p: &Packet<'_, '_>, out: &mut Vec<Finding>) {
     if !bth.becn {
         wrong("without BECN".to_string());
     }
-    for (set, name) in [
-        (bth.se, "SE"),
-        (bth.migreq, "M"),
-        (bth.fecn, "FECN"),
-        (bth.ack_req, "AckReq"),
-    ] {
+    for (set, name) in [(bth.se, "SE"), (bth.fecn, "FECN"), (bth.ack_req, "AckReq")] {
         if set {
             wrong(format!("with {name} set"));
         }

@@ -5,13 +5,10 @@ use crate::Finding;
 use metaroce_codec::ethernet::TPID_8021Q;
 use metaroce_codec::ipv4::{PROTOCOL_UDP, internet_checksum};
 use metaroce_codec::udp::ROCEV2_PORT;
-use metaroce_codec::{Frame, IpRepr, Ipv4Repr, Opcode, RocePacket, UdpRepr};
+use metaroce_codec::{Frame, IpRepr, Ipv4Repr, RocePacket, UdpRepr};
 
 /// ECN code point "congestion experienced".
 const ECN_CE: u8 = 0b11;
-
-/// Lowest UDP source port SPEC.md recommends for a Base QP (MR-ENC-13).
-const SRC_PORT_MIN: u16 = 0xC000;
 
 /// Encapsulation checks of a RoCE packet.
 pub(super) fn check(p: &Packet<'_, '_>, ctx: &Context, out: &mut Vec<Finding>) {
@@ -23,7 +20,7 @@ pub(super) fn check(p: &Packet<'_, '_>, ctx: &Context, out: &mut Vec<Finding>) {
         ip_length(p.frame, out);
     }
     if let Some(udp) = &p.frame.udp {
-        ports(udp, p.op, out);
+        ports(udp, out);
         if !p.trimmed
             && let Some(ip) = &p.frame.ip
         {
@@ -131,26 +128,15 @@ fn ip_length(frame: &Frame<'_>, out: &mut Vec<Finding>) {
     out.push(Finding::new("MR-ENC-7", message));
 }
 
-/// MR-ENC-11 (destination port) and MR-ENC-13 (Base source port range).
-fn ports(udp: &UdpRepr, op: Opcode, out: &mut Vec<Finding>) {
+/// MR-ENC-11 (destination port). The source port is not judged: any value is
+/// allowed (MR-ENC-13, a MAY since v1.1).
+fn ports(udp: &UdpRepr, out: &mut Vec<Finding>) {
     if udp.dst_port != ROCEV2_PORT {
         out.push(Finding::new(
             "MR-ENC-11",
             format!(
                 "UDP destination port {} instead of 4791 on a RoCE packet",
                 udp.dst_port
-            ),
-        ));
-    }
-    // MP packets follow MR-MPS-1 (mp.rs); a CNP is the notification point's,
-    // not a packet of the QP whose source port MR-ENC-13 speaks of.
-    let base_qp_packet = !op.is_mp() && op != Opcode::CNP;
-    if base_qp_packet && udp.src_port < SRC_PORT_MIN {
-        out.push(Finding::new(
-            "MR-ENC-13",
-            format!(
-                "UDP source port 0x{:04x} outside 0xC000–0xFFFF",
-                udp.src_port
             ),
         ));
     }

@@ -4,6 +4,7 @@
 
 use super::{Context, PMTU_VALUES, Packet};
 use crate::Finding;
+use metaroce_codec::bth::GSI_QPN;
 use metaroce_codec::opcode::{PayloadRule, Position};
 use metaroce_codec::{Opcode, ServiceClass};
 
@@ -178,8 +179,9 @@ fn reth(p: &Packet<'_, '_>, out: &mut Vec<Finding>) {
     }
 }
 
-/// AckReq rules of Base requests (MR-PKT-6, MR-UC-1, MR-UD-1) and the SE and
-/// AckReq bits of Base responses (MR-ACK-6).
+/// AckReq rules of Base requests (MR-PKT-6, MR-UC-4, MR-UD-10) and the SE and
+/// AckReq bits of Base responses (MR-ACK-6). A datagram for QP 1 is a
+/// management datagram (SPEC.md §6.22, MR-CM-1), not UD data.
 fn ack_req(p: &Packet<'_, '_>, out: &mut Vec<Finding>) {
     let bth = &p.roce.bth;
     match p.op.class() {
@@ -204,10 +206,10 @@ fn ack_req(p: &Packet<'_, '_>, out: &mut Vec<Finding>) {
             _ => {}
         },
         ServiceClass::Uc if bth.ack_req => {
-            out.push(Finding::new("MR-UC-1", format!("AckReq set in {}", p.op)));
+            out.push(Finding::new("MR-UC-4", format!("AckReq set in {}", p.op)));
         }
-        ServiceClass::Ud if bth.ack_req => {
-            out.push(Finding::new("MR-UD-1", format!("AckReq set in {}", p.op)));
+        ServiceClass::Ud if bth.ack_req && bth.dest_qp != GSI_QPN => {
+            out.push(Finding::new("MR-UD-10", format!("AckReq set in {}", p.op)));
         }
         _ => {}
     }

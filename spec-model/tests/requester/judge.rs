@@ -366,7 +366,7 @@ fn mr_qp_5_silence_after_fatal_nak() {
     assert_eq!(ids(&feed(&mut j, &pkts[2..])), vec!["MR-QP-5"]);
 }
 
-/// MR-UD-1: AckReq set on a UD packet, or a PSN that is not one more;
+/// MR-UD-10: AckReq set on a UD packet, or a PSN that is not one more;
 /// MR-UC-1: a UC retransmission.
 #[test]
 fn mr_ud_1_and_mr_uc_1() {
@@ -385,7 +385,7 @@ fn mr_ud_1_and_mr_uc_1() {
     a.bth.psn = Psn::new(2);
     a.bth.ack_req = true;
     b.bth.psn = Psn::new(7);
-    assert_eq!(ids(&feed(&mut j, &[a, b])), vec!["MR-UD-1", "MR-UD-1"]);
+    assert_eq!(ids(&feed(&mut j, &[a, b])), vec!["MR-UD-10", "MR-UD-10"]);
 
     let attrs = RequesterAttrs {
         qp_type: QpType::Uc,

@@ -308,8 +308,9 @@ fn mr_req_8_fence() {
     assert_eq!(sent(&out), vec![(0x04, 1)]);
 }
 
-/// MR-CRD-3, MR-CRD-4, MR-CRD-5: credits limit receive-consuming messages
-/// while a message is unacknowledged; code 31 lifts the limit.
+/// MR-CRD-3, MR-CRD-4, MR-CRD-5: a requester starts with limit 0 and may
+/// send one receive-consuming message beyond its limit (rdmavt); code 31
+/// lifts the limit.
 #[test]
 fn mr_crd_3_credit_limit() {
     let s = state(RequesterAttrs {
@@ -317,17 +318,20 @@ fn mr_crd_3_credit_limit() {
         ..rc(1024)
     });
     let (s, out) = s.post_send(WorkRequest::send(1), 0);
-    assert_eq!(sent(&out), vec![(0x04, 0)]);
+    assert_eq!(sent(&out), vec![(0x04, 0)], "limit 0: message 1 may go");
     let (s, out) = s.post_send(WorkRequest::send(1), 0);
-    assert_eq!(sent(&out), vec![(0x04, 1)], "no ACK yet: no limit");
-    // ACK of message 1, MSN 1, credit code 0: limit is message 1.
-    let (s, _) = respond(s, &ack_msn(0, 0x00, 1), 1);
+    assert!(
+        sent(&out).is_empty(),
+        "MR-CRD-3: no ACK yet, message 2 is more than one beyond the limit 0"
+    );
+    // ACK of message 1, MSN 1, credit code 0: limit 1, message 2 may go.
+    let (s, out) = respond(s, &ack_msn(0, 0x00, 1), 1);
+    assert_eq!(sent(&out), vec![(0x04, 1)]);
     let (s, out) = s.post_send(WorkRequest::send(1), 2);
     assert!(
         sent(&out).is_empty(),
-        "MR-CRD-3: message 3 is beyond the limit 1"
+        "MR-CRD-3: message 3 is more than one beyond the limit 1"
     );
-    // WRITE (not receive-consuming) is not held by credits but keeps order.
     let (s, out) = respond(s, &ack_msn(1, 0x1F, 2), 3);
     assert_eq!(
         sent(&out),
@@ -343,7 +347,8 @@ fn mr_crd_3_credit_limit() {
     drop(s);
 }
 
-/// MR-UD-1: UD packets carry DETH (Q_Key, own QPN), AckReq 0, PSN + 1 each;
+/// MR-UD-1: UD packets carry DETH (Q_Key, own QPN); MR-UD-10 (a SHOULD):
+/// AckReq either value for the model, PSN + 1 each;
 /// MR-UD-4, MR-UD-5: an oversize UD message sends nothing and completes with
 /// SUCCESS or LOC_LEN_ERR.
 #[test]
@@ -358,7 +363,7 @@ fn mr_ud_1_4_5_datagrams() {
     let p = &sends(&out)[0];
     assert_eq!(p.opcode, Field::Exact(Opcode::UD_SEND_ONLY));
     assert_eq!(p.dest_qp, Field::Exact(0x55));
-    assert_eq!(p.headers.ack_req, Field::Exact(false));
+    assert_eq!(p.headers.ack_req, Field::Any, "MR-UD-10 is a SHOULD");
     assert_eq!(
         p.headers.deth,
         Field::Exact(metaroce_codec::ext::DethRepr {
@@ -379,11 +384,12 @@ fn mr_ud_1_4_5_datagrams() {
     assert_eq!(
         sent(&out),
         vec![(0x64, 1)],
-        "MR-UD-1: PSN + 1 per packet (nothing was sent for the oversize one)"
+        "MR-UD-10: PSN + 1 per packet (nothing was sent for the oversize one)"
     );
 }
 
-/// MR-UC-1: UC packets carry AckReq 0 and UC opcodes; nothing is retransmitted.
+/// MR-UC-1: UC opcodes, nothing is retransmitted; MR-UC-4 (a SHOULD): AckReq
+/// either value for the model.
 #[test]
 fn mr_uc_1_no_ack_req_no_retransmission() {
     let s = state(RequesterAttrs {
@@ -392,11 +398,7 @@ fn mr_uc_1_no_ack_req_no_retransmission() {
     });
     let (s, out) = s.post_send(WorkRequest::write(1500, 0, 1), 0);
     assert_eq!(sent(&out), vec![(0x26, 0), (0x28, 1)]);
-    assert!(
-        sends(&out)
-            .iter()
-            .all(|p| p.headers.ack_req == Field::Exact(false))
-    );
+    assert!(sends(&out).iter().all(|p| p.headers.ack_req == Field::Any));
     assert_eq!(completions(&out), vec![(0, WcStatus::Success)]);
     let (_, out) = s.on_timer(u64::MAX / 2);
     assert!(out.required.is_empty());

@@ -382,7 +382,7 @@ fn roce<'a>(
     {
         return drop(&["MR-SEC-9"], MALFORMED); // row 17
     }
-    if bth.pkey & 0x7FFF != qp.p_key & 0x7FFF {
+    if !metaroce_codec::bth::pkey_matches(bth.pkey, qp.p_key) {
         return drop(&["MR-BTH-5"], Some("pkey_violations")); // row 18
     }
     if qp.qp_type == QpType::Ud

@@ -139,7 +139,8 @@ pub struct RequesterState {
     pub timer_ref_ns: Option<u64>,
     /// RNR wait in progress.
     pub rnr_wait: Option<RnrWait>,
-    /// Credit limit (MSN + credits) of the newest ACK; `None` = no limit.
+    /// Credit limit (MSN + credits) of the newest ACK, 0 before the first
+    /// ("MR-CRD-3": a requester starts with no credits); `None` = no limit.
     pub credit_limit: Option<Msn>,
     /// PSN of the NAK 0x60 that started the go-back-N retry in progress (MR-TMR-9).
     pub nak_retry_psn: Option<Psn>,
@@ -164,7 +165,7 @@ impl RequesterState {
             rnr_left: attrs.rnr_retry.min(7),
             timer_ref_ns: None,
             rnr_wait: None,
-            credit_limit: None,
+            credit_limit: Some(Msn::new(0)),
             nak_retry_psn: None,
             local: Knowledge::Unknown,
             attrs,

@@ -128,7 +128,7 @@ fn rc_data_opcode(op: WrOp, pos: Pos) -> Opcode {
 /// every last/only SEND and WRITE packet and in every atomic, FLUSH and ATOMIC
 /// WRITE (MR-PKT-6); SE only in the last packet of a SEND or WRITE with
 /// Immediate that asked for it (MR-BTH-7). UC packets carry AckReq 0
-/// (MR-UC-1); UD packets carry DETH and AckReq 0 (MR-UD-1). Operations the
+/// (MR-UC-1); UD packets carry DETH (MR-UD-1), AckReq either value (MR-UD-10). Operations the
 /// QP type cannot carry give no packets (the caller rejects them first).
 pub fn packetize(wr: &WorkRequest, attrs: &RequesterAttrs, first_psn: Psn) -> Vec<RequestPacket> {
     let pmtu = attrs.pmtu.max(1);
@@ -167,7 +167,7 @@ pub fn packetize(wr: &WorkRequest, attrs: &RequesterAttrs, first_psn: Psn) -> Ve
                     Opcode::UD_SEND_ONLY
                 },
                 dest_qp: dest.qpn,
-                ack_req: Field::Exact(false), // "MR-UD-1"
+                ack_req: Field::Any, // "MR-UD-10" is a SHOULD: either value passes
                 se: wr.solicited,
                 deth: Some(DethRepr {
                     qkey: dest.qkey,
@@ -195,8 +195,8 @@ pub fn packetize(wr: &WorkRequest, attrs: &RequesterAttrs, first_psn: Psn) -> Ve
                         opcode = Opcode(opcode.0 | 0x20);
                     }
                     let ack_req = match (qp_type, last) {
-                        (QpType::Uc, _) => Field::Exact(false), // "MR-UC-1"
-                        (_, true) => Field::Exact(true),        // "MR-PKT-6"
+                        (QpType::Uc, _) => Field::Any,   // "MR-UC-4" is a SHOULD
+                        (_, true) => Field::Exact(true), // "MR-PKT-6"
                         (_, false) => Field::Any,
                     };
                     let (va, rkey) = match op {

@@ -60,7 +60,7 @@ impl RequesterState {
             // A request: the responder's business, not the completer's.
             return Err(drop(&[], None));
         }
-        if (bth.pkey ^ self.attrs.p_key) & 0x7FFF != 0 {
+        if !metaroce_codec::bth::pkey_matches(bth.pkey, self.attrs.p_key) {
             return Err(drop(&["MR-BTH-5"], Some("pkey_violations")));
         }
         if let Some(aeth) = pkt.ext.aeth {

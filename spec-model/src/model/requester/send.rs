@@ -77,12 +77,13 @@ impl RequesterState {
         {
             return false;
         }
-        // "MR-CRD-3": a receive-consuming message beyond the credit limit waits,
-        // unless no message is unacknowledged; "MR-CRD-4": code 31 lifts the limit.
+        // "MR-CRD-3": a receive-consuming message more than one beyond the
+        // credit limit waits (one message beyond it may always go, as rdmavt
+        // sends); "MR-CRD-4": code 31 lifts the limit.
         if self.attrs.credits
             && w.wr.op.is_receive_consuming()
             && let Some(limit) = self.credit_limit
-            && self.next_msg_number.is_after(limit)
+            && self.next_msg_number.is_after(limit.add(1))
             && self.has_outstanding()
         {
             return false;

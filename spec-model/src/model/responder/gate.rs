@@ -80,7 +80,7 @@ pub(crate) fn check(st: &ResponderState, pkt: &RocePacket<'_>) -> Option<Branch>
     if behaviour.requests != Packets::Processed {
         return Some(drop(st, behaviour.reqs, MALFORMED));
     }
-    if pkt.bth.pkey & 0x7FFF != st.attrs.p_key & 0x7FFF {
+    if !metaroce_codec::bth::pkey_matches(pkt.bth.pkey, st.attrs.p_key) {
         return Some(drop(st, &["MR-BTH-5"], Some("pkey_violations")));
     }
     if !op.has_payload() && (pkt.bth.pad_count != 0 || !pkt.payload.is_empty()) {

@@ -15,7 +15,6 @@ fn mr_cnp_3_cnp_format() {
         cnp().psn(5),
         cnp().ack_req(true),
         cnp().bth(|b| b.se = true),
-        cnp().bth(|b| b.migreq = true),
         cnp().bth(|b| b.fecn = true),
         cnp().bth(|b| b.tver = 2),
         cnp().ext(|e| e.cnp.as_mut().unwrap().reserved[15] = 1),

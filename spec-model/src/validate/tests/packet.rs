@@ -111,17 +111,19 @@ fn mr_ack_6_responses_carry_se_0_and_ack_req_0() {
 }
 
 #[test]
-fn mr_uc_1_uc_packets_carry_ack_req_0() {
+fn mr_uc_4_uc_packets_should_carry_ack_req_0() {
     let uc = PacketBuilder::new(Opcode::UC_SEND_ONLY).payload(data(4));
     assert_clean(&uc, &ctx());
-    assert_only(&uc.ack_req(true), &ctx(), "MR-UC-1");
+    assert_only(&uc.ack_req(true), &ctx(), "MR-UC-4");
 }
 
 #[test]
-fn mr_ud_1_ud_packets_carry_ack_req_0() {
+fn mr_ud_10_ud_packets_should_carry_ack_req_0_and_qp1_is_not_ud_data() {
     let ud = PacketBuilder::new(Opcode::UD_SEND_ONLY).payload(data(4));
     assert_clean(&ud, &ctx());
-    assert_only(&ud.ack_req(true), &ctx(), "MR-UD-1");
+    assert_only(&ud.clone().ack_req(true), &ctx(), "MR-UD-10");
+    // A CM datagram for QP 1 (rxe sets AckReq on it) is judged by §6.22.
+    assert_clean(&ud.ack_req(true).bth(|b| b.dest_qp = 1), &ctx());
 }
 
 #[test]

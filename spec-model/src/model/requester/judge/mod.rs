@@ -13,7 +13,7 @@
 //! (MR-REQ-6), retransmission contents (MR-REQ-5), timeout windows (MR-TMR-1
 //! to MR-TMR-4, when timestamps and `timeout` are known) and silence after a
 //! fatal NAK (MR-QP-5). UC and UD streams get their own rules (MR-UC-1,
-//! MR-UD-1, MR-UD-4).
+//! MR-UD-10, MR-UD-4).
 
 mod pmtu;
 mod retransmit;
@@ -484,13 +484,13 @@ impl RequestStreamJudge {
             && psn != next
         {
             f.push(Finding::new(
-                "MR-UD-1",
+                "MR-UD-10",
                 format!("UD PSN {psn}, expected {next} (one more per packet)"),
             ));
         }
         if pkt.bth.ack_req {
             f.push(Finding::new(
-                "MR-UD-1",
+                "MR-UD-10",
                 format!("UD packet PSN {psn} has AckReq set"),
             ));
         }
