@@ -590,7 +590,10 @@ mod tests {
             let e = CmMad::parse(&b[..cut]).unwrap_err();
             match e.kind {
                 crate::WireErrorKind::Truncated { needed, available } => {
-                    assert!(e.offset >= cut.saturating_sub(7) || cut < 24, "cut {cut}: {e}");
+                    assert!(
+                        e.offset >= cut.saturating_sub(7) || cut < 24,
+                        "cut {cut}: {e}"
+                    );
                     assert_eq!(available, cut.saturating_sub(e.offset), "cut {cut}: {e}");
                     assert!(needed > available, "{e}");
                 }
@@ -616,7 +619,10 @@ mod tests {
         let CmMessage::Rep(r) = CmMad::parse(&b).unwrap().message else {
             panic!()
         };
-        assert_eq!((r.local_comm_id, r.remote_comm_id, r.local_qpn), (7, 9, 0x11));
+        assert_eq!(
+            (r.local_comm_id, r.remote_comm_id, r.local_qpn),
+            (7, 9, 0x11)
+        );
         assert_eq!((r.starting_psn, r.responder_resources), (0x123456, 4));
         assert_eq!((r.initiator_depth, r.target_ack_delay), (5, 0x0f));
         assert!(r.end_to_end_flow_control && r.srq);

@@ -22,24 +22,40 @@ use std::process::Command;
 /// (tshark field, message, key in the `cm.fields` object of `decode`).
 const ROWS: &[(&str, &str, &str)] = &[
     ("infiniband.cm.req.localqpn", "REQ", "local_qpn"),
-    ("infiniband.cm.req.responderres", "REQ", "responder_resources"),
+    (
+        "infiniband.cm.req.responderres",
+        "REQ",
+        "responder_resources",
+    ),
     ("infiniband.cm.req.initdepth", "REQ", "initiator_depth"),
     ("infiniband.cm.req.transpsvctype", "REQ", "transport_type"),
-    ("infiniband.cm.req.e2eflowctrl", "REQ", "end_to_end_flow_control"),
+    (
+        "infiniband.cm.req.e2eflowctrl",
+        "REQ",
+        "end_to_end_flow_control",
+    ),
     ("infiniband.cm.req.startpsn", "REQ", "starting_psn"),
     ("infiniband.cm.req.retrcount", "REQ", "retry_count"),
     ("infiniband.cm.req.pkey", "REQ", "pkey"),
     ("infiniband.cm.req.pppmtu", "REQ", "path_mtu"),
     ("infiniband.cm.req.rnrretrcount", "REQ", "rnr_retry_count"),
     ("infiniband.cm.req.srq", "REQ", "srq"),
-    ("infiniband.cm.req.prim_localacktout", "REQ", "primary_local_ack_timeout"),
+    (
+        "infiniband.cm.req.prim_localacktout",
+        "REQ",
+        "primary_local_ack_timeout",
+    ),
     ("infiniband.cm.rep.remotecommid", "REP", "remote_comm_id"),
     ("infiniband.cm.rep.localqpn", "REP", "local_qpn"),
     ("infiniband.cm.rep.startpsn", "REP", "starting_psn"),
     ("infiniband.cm.rep.respres", "REP", "responder_resources"),
     ("infiniband.cm.rep.initdepth", "REP", "initiator_depth"),
     ("infiniband.cm.rep.tgtackdelay", "REP", "target_ack_delay"),
-    ("infiniband.cm.rep.e2eflowctrl", "REP", "end_to_end_flow_control"),
+    (
+        "infiniband.cm.rep.e2eflowctrl",
+        "REP",
+        "end_to_end_flow_control",
+    ),
     ("infiniband.cm.rep.rnrretrcount", "REP", "rnr_retry_count"),
     ("infiniband.cm.rep.srq", "REP", "srq"),
     ("infiniband.cm.rtu.localcommid", "RTU", "local_comm_id"),
@@ -72,7 +88,10 @@ fn skip(why: &str) {
 }
 
 fn tshark_ok() -> bool {
-    Command::new("tshark").arg("-v").output().is_ok_and(|o| o.status.success())
+    Command::new("tshark")
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 struct Rng(u64);
@@ -161,8 +180,15 @@ fn compare(file: &Path) -> usize {
     for f in &fields {
         args.extend(["-e".to_string(), (*f).to_string()]);
     }
-    let out = Command::new("tshark").args(&args).output().expect("runs tshark");
-    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("tshark")
+        .args(&args)
+        .output()
+        .expect("runs tshark");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let shark = String::from_utf8(out.stdout).expect("utf-8");
     let ours = common::metaroce(&["decode", "--format", "jsonl"], file);
     assert!(ours.status.success(), "decode failed");
@@ -176,7 +202,11 @@ fn compare(file: &Path) -> usize {
         let cols: Vec<&str> = line.split('\t').collect();
         let n: usize = cols[0].parse().expect("frame number");
         let cm = &frames[n - 1]["cm"];
-        assert!(cm.is_object(), "{}: frame {n}: tshark shows a MAD, decode no cm", file.display());
+        assert!(
+            cm.is_object(),
+            "{}: frame {n}: tshark shows a MAD, decode no cm",
+            file.display()
+        );
         for (i, name) in fields.iter().enumerate() {
             let Some(v) = cols.get(i + 1).filter(|v| !v.is_empty()) else {
                 continue;

@@ -29,7 +29,10 @@ pub fn cm_text(roce: &RocePacket<'_>, out: &mut String) {
         .line("Class Version", h.class_version)
         .line("Method", format_args!("0x{:02x}", h.method))
         .line("Status", format_args!("0x{:04x}", h.status))
-        .line("Transaction ID", format_args!("0x{:016x}", h.transaction_id))
+        .line(
+            "Transaction ID",
+            format_args!("0x{:016x}", h.transaction_id),
+        )
         .line("Attribute ID", format_args!("0x{:04x}", h.attribute_id.0))
         .line(
             "Attribute Modifier",
@@ -38,22 +41,25 @@ pub fn cm_text(roce: &RocePacket<'_>, out: &mut String) {
     let mut s: Section<'_> = header(out, 4, format_args!("CM {}", mad.name()));
     match mad.message {
         CmMessage::Req(r) => {
-            s.line("Local Communication ID", format_args!("0x{:08x}", r.local_comm_id))
-                .line("ServiceID", format_args!("0x{:016x}", r.service_id))
-                .line("Local QPN", format_args!("0x{:06x}", r.local_qpn))
-                .line("Responder Resources", r.responder_resources)
-                .line("Initiator Depth", r.initiator_depth)
-                .line("Transport Service Type", r.transport_type)
-                .line("End-to-End Flow Control", r.end_to_end_flow_control)
-                .line("Starting PSN", r.starting_psn)
-                .line("Retry Count", r.retry_count)
-                .line("Partition Key", format_args!("0x{:04x}", r.pkey))
-                .line(
-                    "Path Packet Payload MTU",
-                    format_args!("{} ({})", r.path_mtu, pmtu_text(r.pmtu())),
-                )
-                .line("RNR Retry Count", r.rnr_retry_count)
-                .line("SRQ", r.srq);
+            s.line(
+                "Local Communication ID",
+                format_args!("0x{:08x}", r.local_comm_id),
+            )
+            .line("ServiceID", format_args!("0x{:016x}", r.service_id))
+            .line("Local QPN", format_args!("0x{:06x}", r.local_qpn))
+            .line("Responder Resources", r.responder_resources)
+            .line("Initiator Depth", r.initiator_depth)
+            .line("Transport Service Type", r.transport_type)
+            .line("End-to-End Flow Control", r.end_to_end_flow_control)
+            .line("Starting PSN", r.starting_psn)
+            .line("Retry Count", r.retry_count)
+            .line("Partition Key", format_args!("0x{:04x}", r.pkey))
+            .line(
+                "Path Packet Payload MTU",
+                format_args!("{} ({})", r.path_mtu, pmtu_text(r.pmtu())),
+            )
+            .line("RNR Retry Count", r.rnr_retry_count)
+            .line("SRQ", r.srq);
             if let Some(p) = r.primary {
                 s.line("Primary Local Port GID", gid_text(&p.local_gid))
                     .line("Primary Remote Port GID", gid_text(&p.remote_gid))
@@ -61,37 +67,67 @@ pub fn cm_text(roce: &RocePacket<'_>, out: &mut String) {
             }
         }
         CmMessage::Rep(r) => {
-            s.line("Local Communication ID", format_args!("0x{:08x}", r.local_comm_id))
-                .line("Remote Communication ID", format_args!("0x{:08x}", r.remote_comm_id))
-                .line("Local QPN", format_args!("0x{:06x}", r.local_qpn))
-                .line("Starting PSN", r.starting_psn)
-                .line("Responder Resources", r.responder_resources)
-                .line("Initiator Depth", r.initiator_depth)
-                .line("Target ACK Delay", r.target_ack_delay)
-                .line("End-to-End Flow Control", r.end_to_end_flow_control)
-                .line("RNR Retry Count", r.rnr_retry_count)
-                .line("SRQ", r.srq);
+            s.line(
+                "Local Communication ID",
+                format_args!("0x{:08x}", r.local_comm_id),
+            )
+            .line(
+                "Remote Communication ID",
+                format_args!("0x{:08x}", r.remote_comm_id),
+            )
+            .line("Local QPN", format_args!("0x{:06x}", r.local_qpn))
+            .line("Starting PSN", r.starting_psn)
+            .line("Responder Resources", r.responder_resources)
+            .line("Initiator Depth", r.initiator_depth)
+            .line("Target ACK Delay", r.target_ack_delay)
+            .line("End-to-End Flow Control", r.end_to_end_flow_control)
+            .line("RNR Retry Count", r.rnr_retry_count)
+            .line("SRQ", r.srq);
         }
         CmMessage::Rej(r) => {
-            s.line("Local Communication ID", format_args!("0x{:08x}", r.local_comm_id))
-                .line("Remote Communication ID", format_args!("0x{:08x}", r.remote_comm_id))
-                .line("Message REJected", r.message_rejected)
-                .line("Reason", r.reason);
+            s.line(
+                "Local Communication ID",
+                format_args!("0x{:08x}", r.local_comm_id),
+            )
+            .line(
+                "Remote Communication ID",
+                format_args!("0x{:08x}", r.remote_comm_id),
+            )
+            .line("Message REJected", r.message_rejected)
+            .line("Reason", r.reason);
         }
         CmMessage::Mra(r) => {
-            s.line("Local Communication ID", format_args!("0x{:08x}", r.local_comm_id))
-                .line("Remote Communication ID", format_args!("0x{:08x}", r.remote_comm_id))
-                .line("Message MRAed", r.message_mraed)
-                .line("Service Timeout", r.service_timeout);
+            s.line(
+                "Local Communication ID",
+                format_args!("0x{:08x}", r.local_comm_id),
+            )
+            .line(
+                "Remote Communication ID",
+                format_args!("0x{:08x}", r.remote_comm_id),
+            )
+            .line("Message MRAed", r.message_mraed)
+            .line("Service Timeout", r.service_timeout);
         }
         CmMessage::Dreq(r) => {
-            s.line("Local Communication ID", format_args!("0x{:08x}", r.local_comm_id))
-                .line("Remote Communication ID", format_args!("0x{:08x}", r.remote_comm_id))
-                .line("Remote QPN", format_args!("0x{:06x}", r.remote_qpn));
+            s.line(
+                "Local Communication ID",
+                format_args!("0x{:08x}", r.local_comm_id),
+            )
+            .line(
+                "Remote Communication ID",
+                format_args!("0x{:08x}", r.remote_comm_id),
+            )
+            .line("Remote QPN", format_args!("0x{:06x}", r.remote_qpn));
         }
         CmMessage::Rtu(r) | CmMessage::Drep(r) => {
-            s.line("Local Communication ID", format_args!("0x{:08x}", r.local_comm_id))
-                .line("Remote Communication ID", format_args!("0x{:08x}", r.remote_comm_id));
+            s.line(
+                "Local Communication ID",
+                format_args!("0x{:08x}", r.local_comm_id),
+            )
+            .line(
+                "Remote Communication ID",
+                format_args!("0x{:08x}", r.remote_comm_id),
+            );
         }
         CmMessage::Other => {
             s.line("Message", "not decoded");

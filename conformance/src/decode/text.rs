@@ -52,7 +52,11 @@ impl Section<'_> {
     }
 }
 
-pub(super) fn header(out: &mut String, indent: usize, title: impl core::fmt::Display) -> Section<'_> {
+pub(super) fn header(
+    out: &mut String,
+    indent: usize,
+    title: impl core::fmt::Display,
+) -> Section<'_> {
     let _ = writeln!(out, "{:indent$}{title}", "", indent = indent);
     Section {
         out,
