@@ -57,11 +57,9 @@ impl Setups {
     /// A CM MAD from `src` to `dst` in frame `frame`.
     pub fn on_mad(&mut self, src: IpAddr, dst: IpAddr, frame: u64, mad: &CmMad) {
         match mad.message {
-            CmMessage::Req(req) if req.transport_type == 0 => {
-                if self.reqs.len() < MAX_SETUPS {
-                    self.reqs
-                        .insert((src, dst, req.local_comm_id), (req, frame));
-                }
+            CmMessage::Req(req) if req.transport_type == 0 && self.reqs.len() < MAX_SETUPS => {
+                self.reqs
+                    .insert((src, dst, req.local_comm_id), (req, frame));
             }
             CmMessage::Rep(rep) => {
                 // The REP comes from the REQ's receiver.
