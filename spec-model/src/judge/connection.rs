@@ -372,11 +372,16 @@ impl Connection {
             && !self.ahead(e.bth.psn)
         {
             self.early.pop_front();
-            self.summary.behaviour.reordered += 1;
-            self.summary
-                .behaviour
-                .reordered_frame
-                .get_or_insert(e.meta.frame);
+            let b = &mut self.summary.behaviour;
+            if e.bth.psn == pkt.bth.psn {
+                // Its request came right after it: reordered.
+                b.reordered += 1;
+                b.reordered_frame.get_or_insert(e.meta.frame);
+            } else {
+                // A later request covers it: the capture point lost the
+                // requests it acknowledges.
+                b.capture_loss_from.get_or_insert(e.meta.frame);
+            }
             let pkt = RocePacket {
                 bth: e.bth,
                 ext: e.ext,

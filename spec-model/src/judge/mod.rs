@@ -350,7 +350,7 @@ impl ConversationJudge {
             return notes;
         }
         notes.push(format!(
-            "frames lost by the capture point: {} connection(s) show request PSN gaps that later acknowledgements cover (connections at frames {}); each is judged as with --lossy from its first gap on",
+            "frames lost by the capture point: {} connection(s) show request PSN gaps that later acknowledgements cover (connections at frames {}); their gap findings are still reported (judging them as --lossy does is not done yet)",
             lost.len(),
             lost.iter()
                 .take(16)
