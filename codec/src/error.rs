@@ -50,6 +50,10 @@ pub enum Layer {
     Sacketh,
     /// Payload and pad.
     Payload,
+    /// Management datagram header (QP1, IBA vol 1 §13.4.3).
+    Mad,
+    /// Communication management message (IBA vol 1 §12.6).
+    Cm,
     /// Invariant CRC trailer.
     Icrc,
 }
@@ -78,6 +82,8 @@ impl Layer {
             Layer::Mpeth => "mpeth",
             Layer::Sacketh => "sacketh",
             Layer::Payload => "payload",
+            Layer::Mad => "mad",
+            Layer::Cm => "cm",
             Layer::Icrc => "icrc",
         }
     }

@@ -19,6 +19,7 @@
 
 pub mod bth;
 pub mod builder;
+pub mod cm;
 pub mod error;
 pub mod ethernet;
 pub mod ext;
@@ -33,6 +34,7 @@ pub mod udp;
 
 pub use bth::BthRepr;
 pub use builder::PacketBuilder;
+pub use cm::{CmMad, CmMessage, MadHeader};
 pub use error::{Layer, WireError, WireErrorKind};
 pub use ethernet::{EthernetRepr, VlanTag};
 pub use ext::ExtHeaders;

@@ -36,6 +36,7 @@ pub use report::{
 pub use tally::{IdTally, MAX_SAMPLES, Tally};
 
 use crate::decode::LINKTYPE_ETHERNET;
+use metaroce_codec::cm::{CmMad, carries_mad};
 use metaroce_codec::{Frame, IpRepr, Layer, Opcode, ParseOptions, ServiceClass, icrc};
 use metaroce_spec::Profile;
 use metaroce_spec::judge::{
@@ -45,7 +46,7 @@ use metaroce_spec::model::receiver::FrameAdmission;
 use metaroce_spec::requirements;
 use metaroce_spec::validate::{Context, taken_as_trimmed, validate_frame, validate_undecodable};
 use metaroce_spec::{Finding, Severity};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 /// Judges the frames of one capture, in order.
@@ -54,7 +55,43 @@ pub struct Checker {
     inspector: Inspector,
     summary: Summary,
     conversation: Option<ConversationJudge>,
+    /// What the frames show of the capture point's ICRCs.
+    icrc: IcrcEvidence,
+    /// Informational per-packet findings already reported, by flow
+    /// (addresses, DestQP) and requirement: each is reported once per
+    /// connection (at most [`MAX_INFO_FLOWS`] remembered).
+    info_seen: HashSet<(u128, u128, u32, &'static str)>,
 }
+
+/// Most flows whose informational findings are remembered
+/// ([`Checker::info_seen`]); beyond, they are reported every time.
+const MAX_INFO_FLOWS: usize = 65_536;
+
+/// Most ICRC findings held while it is not known whether the capture point
+/// records ICRCs; beyond, they are reported at once.
+const MAX_HELD_ICRC: usize = 4096;
+
+/// Whether the capture point records ICRCs, from evidence: a RoCE frame
+/// with a valid ICRC shows that it does (a wrong one is then the sender's,
+/// MR-ICRC-1); a capture in which no RoCE frame has a valid ICRC was taken
+/// where ICRCs are not recorded (the mlx5 RDMA sniffer, for one), which is a
+/// note about the capture, not a finding about its senders.
+#[derive(Debug, Default)]
+struct IcrcEvidence {
+    /// A RoCE frame with a valid ICRC was seen.
+    valid_seen: bool,
+    /// RoCE frames with an invalid ICRC.
+    invalid: u64,
+    /// ICRC findings held until a valid ICRC is seen (or the capture ends).
+    held: Vec<Reported>,
+}
+
+/// Fewest RoCE frames, all with a wrong ICRC, that show a capture point
+/// not recording ICRCs (fewer are judged as their senders' errors).
+const MIN_ICRC_EVIDENCE: u64 = 8;
+
+/// The ICRC findings' requirement.
+const ICRC_ID: &str = "MR-ICRC-1";
 
 /// The part of the check that needs no state: decoding a frame, verifying
 /// its ICRC and running the per-packet validators. It is `Sync`, so frames
@@ -94,6 +131,12 @@ pub struct Inspection<'a> {
     /// capture shows ([`FrameAdmission`], from the ICRC verdict above and
     /// the validators' verdict on the IPv4 header checksum).
     admitted: bool,
+    /// It would pass admission with a good ICRC (the same as `admitted`
+    /// unless its ICRC fails): what its receiver did when the capture
+    /// point is found not to record ICRCs.
+    admitted_if_icrc_good: bool,
+    /// The CM MAD it carries to QP1, decoded.
+    cm: Option<CmMad>,
     /// The per-packet findings.
     findings: Vec<Finding>,
 }
@@ -127,6 +170,8 @@ impl Inspector {
         out.status = icrc::IcrcStatus::NotRoce;
         out.mark = None;
         out.admitted = false;
+        out.admitted_if_icrc_good = false;
+        out.cm = None;
         out.findings.clear();
         out.outcome = Outcome::Skipped;
         if linktype != LINKTYPE_ETHERNET {
@@ -159,7 +204,7 @@ impl Inspector {
         }
         (out.status, out.mark) = icrc::verify_wire_marked(frame, data);
         out.findings = validate_frame(frame, out.status, &self.ctx);
-        if frame.roce.is_some() {
+        if let Some(roce) = &frame.roce {
             let trimmed = taken_as_trimmed(frame, out.status, &self.ctx);
             // The validators report a wrong IPv4 header checksum (MR-ENC-7):
             // without findings it is right, and is not summed again.
@@ -168,6 +213,18 @@ impl Inspector {
                 .admission
                 .admit(frame, out.status, trimmed, ipv4_checksum_right)
                 .is_ok();
+            out.admitted_if_icrc_good = out.admitted
+                || matches!(out.status, icrc::IcrcStatus::Invalid { .. })
+                    && self
+                        .admission
+                        .admit(frame, icrc::IcrcStatus::Valid, trimmed, ipv4_checksum_right)
+                        .is_ok();
+            if carries_mad(roce) {
+                // A management datagram to QP1 (connection management), not
+                // UD data: the UD data rules do not apply to it.
+                out.findings.retain(|f| !f.id.starts_with("MR-UD-"));
+                out.cm = CmMad::parse(roce.payload).ok();
+            }
         }
         out.outcome = Outcome::Decoded;
     }
@@ -221,6 +278,9 @@ pub struct Summary {
     pub info: u64,
     /// Findings per requirement ID.
     pub by_id: HashMap<&'static str, u64>,
+    /// Notes about the capture (not findings about its senders): how the
+    /// capture point recorded the traffic, each stated once.
+    pub notes: Vec<String>,
 }
 
 impl Summary {
@@ -275,6 +335,8 @@ impl Checker {
             },
             summary: Summary::default(),
             conversation: None,
+            icrc: IcrcEvidence::default(),
+            info_seen: HashSet::new(),
         }
     }
 
@@ -344,23 +406,52 @@ impl Checker {
             Outcome::Decoded => {}
         }
         let frame = &inspection.frame;
-        let (mark, admitted) = (inspection.mark, inspection.admitted);
-        let findings = std::mem::take(&mut inspection.findings);
+        let (mark, mut admitted) = (inspection.mark, inspection.admitted);
+        let mut findings = std::mem::take(&mut inspection.findings);
+        let mut released = Vec::new();
         if frame.roce.is_some() {
             self.summary.roce_frames += 1;
+            match inspection.status {
+                icrc::IcrcStatus::Valid if !self.icrc.valid_seen => {
+                    self.icrc.valid_seen = true;
+                    released = std::mem::take(&mut self.icrc.held);
+                }
+                icrc::IcrcStatus::Invalid { .. } => {
+                    self.icrc.invalid += 1;
+                    if !self.icrc.valid_seen {
+                        // Undecided: its receiver may have taken it.
+                        admitted = inspection.admitted_if_icrc_good;
+                    }
+                }
+                _ => {}
+            }
         }
-        for f in &findings {
-            self.summary.count(f);
+        let held = !self.icrc.valid_seen
+            && self.icrc.held.len() < MAX_HELD_ICRC
+            && findings.iter().any(|f| f.id == ICRC_ID);
+        let mut held_icrc = Vec::new();
+        if held {
+            let (icrc, rest): (Vec<Finding>, Vec<Finding>) =
+                findings.into_iter().partition(|f| f.id == ICRC_ID);
+            held_icrc = icrc;
+            findings = rest;
         }
         let (Some(ip), Some(udp), Some(pkt)) =
             (frame.ip.as_ref(), frame.udp.as_ref(), frame.roce.as_ref())
         else {
+            for f in &findings {
+                self.summary.count(f);
+            }
             return packet_reported(number, findings, Vec::new(), None);
         };
         let (src, dst) = match ip {
             IpRepr::V4(v4) => (IpAddr::V4(v4.src), IpAddr::V4(v4.dst)),
             IpRepr::V6(v6) => (IpAddr::V6(v6.src), IpAddr::V6(v6.dst)),
         };
+        self.once_per_flow(&src, &dst, pkt.bth.dest_qp, &mut findings);
+        for f in &findings {
+            self.summary.count(f);
+        }
         let meta = PacketMeta {
             frame: number,
             timestamp_ns,
@@ -371,36 +462,104 @@ impl Checker {
             admitted,
         };
         let Some(judge) = self.conversation.as_mut() else {
-            return packet_reported(number, findings, vec![pkt.bth.dest_qp], None);
+            let mut all = packet_reported(number, findings, vec![pkt.bth.dest_qp], None);
+            self.hold(number, held_icrc, vec![pkt.bth.dest_qp], None);
+            self.release(released, &mut all);
+            return all;
         };
+        if let Some(cm) = &inspection.cm {
+            judge.on_cm(&meta, cm);
+        }
         let found = judge.on_packet_marked(&meta, pkt, mark);
-        let mut all = if findings.is_empty() {
-            Vec::new()
+        let (qpns, conn) = if findings.is_empty() && held_icrc.is_empty() {
+            (Vec::new(), None)
         } else {
-            let (qpns, conn) = match judge.qpns_of(&meta, pkt) {
+            match judge.qpns_of(&meta, pkt) {
                 Some((q, c)) => (q, Some(c)),
                 None => (vec![pkt.bth.dest_qp], None),
-            };
-            packet_reported(number, findings, qpns, conn)
+            }
         };
+        let mut all = packet_reported(number, findings, qpns.clone(), conn);
+        self.hold(number, held_icrc, qpns, conn);
         for c in found {
             self.summary.count(&c.finding);
             all.push(Reported::of(c));
         }
+        self.release(released, &mut all);
         all
+    }
+
+    /// Keeps the ICRC findings of frame `number` until it is known whether
+    /// the capture point records ICRCs.
+    fn hold(&mut self, number: u64, icrc: Vec<Finding>, qpns: Vec<u32>, conn: Option<u64>) {
+        self.icrc
+            .held
+            .extend(packet_reported(number, icrc, qpns, conn));
+    }
+
+    /// The capture point records ICRCs: the held ICRC findings are reported.
+    fn release(&mut self, released: Vec<Reported>, out: &mut Vec<Reported>) {
+        for r in released {
+            self.summary.count(&r.finding);
+            out.push(r);
+        }
+    }
+
+    /// Drops the informational findings already reported for this flow
+    /// (one per connection and requirement, not one per frame).
+    fn once_per_flow(&mut self, src: &IpAddr, dst: &IpAddr, qpn: u32, findings: &mut Vec<Finding>) {
+        if !findings.iter().any(|f| f.severity == Severity::Info) {
+            return;
+        }
+        let (s, d) = (ip_bits(src), ip_bits(dst));
+        let seen = &mut self.info_seen;
+        findings.retain(|f| {
+            if f.severity != Severity::Info {
+                return true;
+            }
+            let key = (s, d, qpn, f.id);
+            if seen.contains(&key) {
+                return false;
+            }
+            if seen.len() < MAX_INFO_FLOWS {
+                seen.insert(key);
+            }
+            true
+        });
     }
 
     /// The capture ended: the conversation judge's last findings (responses
     /// required and never observed).
     pub fn finish(&mut self) -> Vec<Reported> {
+        let mut out = Vec::new();
+        if self.icrc.valid_seen {
+            let held = std::mem::take(&mut self.icrc.held);
+            self.release(held, &mut out);
+        } else if self.icrc.invalid < MIN_ICRC_EVIDENCE {
+            // Too few frames to say anything of the capture point: each
+            // wrong ICRC is its sender's.
+            let held = std::mem::take(&mut self.icrc.held);
+            self.release(held, &mut out);
+        } else {
+            // No RoCE frame has a valid ICRC: the capture point does not
+            // record them (a sender computing every ICRC wrong would not be
+            // understood by any receiver, and the traffic shows it was).
+            self.icrc.held.clear();
+            self.summary.notes.push(format!(
+                "ICRC not recorded by the capture point: none of the {} RoCE frames has a valid ICRC; ICRCs are not judged",
+                self.icrc.invalid
+            ));
+        }
         let Some(judge) = self.conversation.as_mut() else {
-            return Vec::new();
+            return out;
         };
         let found: Vec<Reported> = judge.finish().into_iter().map(Reported::of).collect();
         for r in &found {
             self.summary.count(&r.finding);
         }
-        found
+        out.extend(found);
+        self.summary.notes.extend(judge.notes());
+        out
     }
 
     /// The connections the conversation judge follows or followed (empty
@@ -461,6 +620,14 @@ impl Checker {
     /// The counts so far.
     pub fn summary(&self) -> &Summary {
         &self.summary
+    }
+}
+
+/// An address as a number (IPv4 in the low 32 bits).
+fn ip_bits(a: &IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(v4) => u128::from(v4.to_bits()),
+        IpAddr::V6(v6) => v6.to_bits(),
     }
 }
 

@@ -84,6 +84,34 @@ pub fn connection_text(c: &ConnectionSummary) -> String {
             c.unjudged_requests, c.unjudged_responses
         );
     }
+    let b = &c.behaviour;
+    let mut shown = Vec::new();
+    if let Some([req, rep]) = b.cm {
+        shown.push(format!("RDMA-CM REQ {req} REP {rep}"));
+    }
+    if let Some(p) = b.pmtu {
+        shown.push(format!("PMTU {p}"));
+    }
+    match b.credits {
+        Some(true) => shown.push(format!("credits (from frame {})", b.credits_frame)),
+        Some(false) => shown.push("no credits".to_string()),
+        None => {}
+    }
+    match b.migreq {
+        1 => shown.push("M 0".to_string()),
+        2 => shown.push("M 1".to_string()),
+        3 => shown.push("M mixed".to_string()),
+        _ => {}
+    }
+    if b.ecn_capable {
+        shown.push("ECN-capable".to_string());
+    }
+    if b.ack_req_gap > 0 {
+        shown.push(format!("up to {} requests without AckReq", b.ack_req_gap));
+    }
+    if !shown.is_empty() {
+        let _ = write!(line, "; {}", shown.join(", "));
+    }
     line
 }
 
@@ -132,9 +160,24 @@ pub fn summary_text(
             );
         }
     }
+    for note in &summary.notes {
+        let _ = writeln!(out, "  capture note: {note}");
+    }
+    // Connections with findings; the clean ones are counted (the full list
+    // is in `--format jsonl`... and JUnit).
+    let flagged: Vec<&ConnectionSummary> = connections
+        .iter()
+        .filter(|c| c.findings > 0 || !tally.for_connection(c).is_empty())
+        .collect();
+    let clean = connections.len() - flagged.len();
     if !connections.is_empty() {
-        let _ = writeln!(out, "  connections:");
-        for c in connections {
+        let _ = writeln!(
+            out,
+            "  connections: {} ({} with findings, {clean} clean)",
+            connections.len(),
+            flagged.len()
+        );
+        for c in flagged {
             let _ = write!(out, "    {}", connection_text(c));
             let ids: Vec<String> = tally
                 .for_connection(c)

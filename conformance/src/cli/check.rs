@@ -81,9 +81,10 @@ pub struct CheckArgs {
     /// Path MTU of the traffic (256, 512, 1024, 2048 or 4096); unknown by default.
     #[arg(long, value_parser = parse_pmtu)]
     pub pmtu: Option<u32>,
-    /// UDP destination port that marks RoCEv2 (repeat for several); a port
-    /// other than 4791 is decoded and reported (MR-ENC-11).
-    #[arg(long = "port", value_name = "PORT", default_value = "4791")]
+    /// A further UDP destination port that marks RoCEv2, besides 4791
+    /// (repeat for several); a port other than 4791 is decoded and reported
+    /// (MR-ENC-11).
+    #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
     /// Check a Base-only implementation: MP opcodes are not decoded and break MR-OPC-6.
     #[arg(long)]
@@ -171,6 +172,17 @@ pub enum ProfileArg {
     Mp,
 }
 
+/// 4791 and the `--port` values, each once.
+pub(crate) fn roce_ports(extra: &[u16]) -> Vec<u16> {
+    let mut ports = vec![metaroce_codec::udp::ROCEV2_PORT];
+    for p in extra {
+        if !ports.contains(p) {
+            ports.push(*p);
+        }
+    }
+    ports
+}
+
 fn parse_pmtu(s: &str) -> Result<u32, String> {
     match s.parse::<u32>() {
         Ok(v) if PMTU_VALUES.contains(&v) => Ok(v),
@@ -193,7 +205,7 @@ impl CheckArgs {
     fn context(&self) -> Context {
         Context {
             pmtu: self.pmtu,
-            roce_ports: self.ports.clone(),
+            roce_ports: roce_ports(&self.ports),
             profile: if self.base {
                 Profile::Base
             } else {

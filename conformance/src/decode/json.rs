@@ -105,6 +105,9 @@ fn roce_json(roce: &RocePacket<'_>, dialect: Dialect, obj: &mut Map<String, Valu
     obj.insert("pad_len".into(), json!(roce.pad.len()));
     obj.insert("icrc".into(), json!(roce.icrc_value()));
     ext_json(&roce.ext, obj);
+    if let Some(cm) = super::cm::cm_json(roce) {
+        obj.insert("cm".into(), cm);
+    }
 }
 
 fn ext_json(ext: &ExtHeaders, obj: &mut Map<String, Value>) {

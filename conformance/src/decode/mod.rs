@@ -5,6 +5,7 @@
 //! check; a frame that does not decode keeps its number and length and
 //! carries the decode error instead of layers.
 
+mod cm;
 mod json;
 mod text;
 

@@ -35,13 +35,13 @@ pub fn frame_text(decoded: &Decoded<'_>, out: &mut String) {
 }
 
 /// Writes `label: value` lines at an indent.
-struct Section<'o> {
+pub(super) struct Section<'o> {
     out: &'o mut String,
     indent: usize,
 }
 
 impl Section<'_> {
-    fn line(&mut self, label: &str, value: impl core::fmt::Display) -> &mut Self {
+    pub(super) fn line(&mut self, label: &str, value: impl core::fmt::Display) -> &mut Self {
         let _ = writeln!(
             self.out,
             "{:indent$}{label}: {value}",
@@ -52,7 +52,11 @@ impl Section<'_> {
     }
 }
 
-fn header(out: &mut String, indent: usize, title: impl core::fmt::Display) -> Section<'_> {
+pub(super) fn header(
+    out: &mut String,
+    indent: usize,
+    title: impl core::fmt::Display,
+) -> Section<'_> {
     let _ = writeln!(out, "{:indent$}{title}", "", indent = indent);
     Section {
         out,
@@ -206,6 +210,7 @@ fn roce_text(roce: &RocePacket<'_>, dialect: Dialect, out: &mut String) {
         .line("Reserved", b.resv7)
         .line("Packet Sequence Number", b.psn.value());
     ext_text(&roce.ext, out);
+    super::cm::cm_text(roce, out);
     if !roce.payload.is_empty() {
         let _ = writeln!(out, "    Payload: {} bytes", roce.payload.len());
     }

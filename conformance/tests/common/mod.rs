@@ -37,3 +37,23 @@ pub fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
     std::fs::write(&path, bytes).expect("writes the temporary file");
     path
 }
+
+/// The real captures, `../shared/captures/real/` beside the repository
+/// (`METAROCE_REAL_CAPTURES` overrides it, e.g. from a git worktree), or
+/// `None` when absent. With `CI=true` an absent directory fails the test.
+pub fn real_captures() -> Option<PathBuf> {
+    let dir = std::env::var_os("METAROCE_REAL_CAPTURES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/captures/real"),
+        PathBuf::from,
+    );
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{} absent (CI=true: the real captures must be there)",
+        dir.display()
+    );
+    println!("SKIP: ../shared/captures/real absent");
+    None
+}

@@ -4,17 +4,20 @@
 //! the MP judge ([`MpJudge`]), and its READ responses against their
 //! requests (`mp_read.rs`).
 
+use super::cm::Declared;
 use super::expect::ResponderSide;
 use super::mp_read::MpReads;
 use super::response::Resp;
 use super::{ConversationConfig, ConversationFinding, PacketMeta};
+use crate::model::Knowledge;
 use crate::model::mp::judge::MpJudge;
 use crate::model::qp::QpType;
 use crate::model::requester::QpType as RequesterQpType;
 use crate::model::requester::judge::{JudgeConfig, RequestStreamJudge};
 use crate::model::responder::{QpAttributes, ResponderState};
+use metaroce_codec::ext::SyndromeKind;
 use metaroce_codec::icrc::PayloadMark;
-use metaroce_codec::{Opcode, Psn, RocePacket};
+use metaroce_codec::{Msn, Opcode, Psn, RocePacket};
 use std::net::IpAddr;
 
 /// What identifies a connection: the requester's and responder's addresses
@@ -58,6 +61,43 @@ pub struct ConnectionSummary {
     /// The connection was closed before the end of the capture: idle for
     /// longer than the idle time, or the oldest when the table was full.
     pub evicted: bool,
+    /// What the connection declared or showed of its behaviour.
+    pub behaviour: Behaviour,
+}
+
+/// A connection's behaviour, as declared by its RDMA-CM setup or learned
+/// from its packets; the judge holds it to this.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Behaviour {
+    /// The responder's ACKs carry end-to-end credits (`Some(true)`) or code
+    /// 31 (`Some(false)`), from `credits_frame` on (or as declared).
+    pub credits: Option<bool>,
+    /// The frame that declared or first showed `credits`.
+    pub credits_frame: u64,
+    /// The credits were declared (CM End-to-End Flow Control, or the
+    /// profile), not learned.
+    pub credits_declared: bool,
+    /// Frames of the RDMA-CM REQ and REP that declared the connection.
+    pub cm: Option<[u64; 2]>,
+    /// The End-to-End Flow Control bit the responder's side declared in
+    /// the CM exchange (shown; the ACKs decide `credits`).
+    pub cm_credits: Option<bool>,
+    /// The path MTU, declared by the CM REQ or learned from packet sizes.
+    pub pmtu: Option<u32>,
+    /// The M (MigReq) bits of its requests: bit 0 some had 0, bit 1 some had 1.
+    pub migreq: u8,
+    /// Some of its packets were ECN-capable (ECT(0), ECT(1) or CE).
+    pub ecn_capable: bool,
+    /// The most requests in a row without AckReq.
+    pub ack_req_gap: u32,
+    /// The capture point lost frames of this connection (a request gap that a
+    /// later acknowledgement covers), first at this frame.
+    pub capture_loss_from: Option<u64>,
+    /// Acknowledges captured before the request they acknowledge (within the
+    /// reordering tolerance), and the first of them.
+    pub reordered: u64,
+    /// The frame of the first such Acknowledge.
+    pub reordered_frame: Option<u64>,
 }
 
 /// The judges of one connection, by profile.
@@ -83,22 +123,53 @@ pub(crate) struct Connection {
     /// Capture time of its latest packet.
     pub last_ns: u64,
     sides: Sides,
+    /// What its CM exchange declared.
+    declared: Option<Declared>,
+    /// Requests since the last one with AckReq.
+    since_ack_req: u32,
+    /// The newest Acknowledge: PSN, MSN, frame (MR-ACK-3).
+    newest_ack: Option<(Psn, Msn, u64)>,
+    /// Frame of the first AETH: where an unknown MSN was learned.
+    msn_from: Option<u64>,
+    /// An Acknowledge captured before the request it acknowledges, held
+    /// for the reordering tolerance (see [`Connection::on_response`]).
+    early: std::collections::VecDeque<Early>,
+}
+
+/// Most Acknowledges held per connection for the reordering tolerance.
+const MAX_EARLY: usize = 8;
+
+/// An Acknowledge held because it acknowledges a PSN no captured request
+/// reached yet: a capture point that records the two directions apart
+/// (host side) may put an ACK before its request.
+#[derive(Clone, Copy, Debug)]
+struct Early {
+    meta: PacketMeta,
+    bth: metaroce_codec::BthRepr,
+    ext: metaroce_codec::ExtHeaders,
 }
 
 impl Connection {
-    pub fn new(key: ConnectionKey, cfg: &ConversationConfig, mp: bool, meta: &PacketMeta) -> Self {
+    pub fn new(
+        key: ConnectionKey,
+        cfg: &ConversationConfig,
+        mp: bool,
+        meta: &PacketMeta,
+        declared: Option<Declared>,
+    ) -> Self {
+        let pmtu = cfg.pmtu.or(declared.and_then(|d| d.pmtu));
         let sides = if mp {
             let mut j = MpJudge::new(cfg.mp.clone(), Default::default());
             j.tolerance_ns = cfg.tolerance_ns;
             Sides::Mp {
                 judge: Box::new(j),
-                reads: Box::new(MpReads::new(cfg.pmtu)),
+                reads: Box::new(MpReads::new(pmtu)),
             }
         } else {
             Sides::Base {
                 requester: Box::new(RequestStreamJudge::new(JudgeConfig {
                     qp_type: RequesterQpType::Rc,
-                    pmtu: cfg.pmtu,
+                    pmtu,
                     timeout: cfg.timeout,
                     lossy: cfg.lossy,
                     tolerance_ns: cfg.tolerance_ns,
@@ -120,10 +191,130 @@ impl Connection {
                 first_frame: meta.frame,
                 last_frame: meta.frame,
                 evicted: false,
+                behaviour: Behaviour {
+                    // The CM End-to-End Flow Control bit is shown, not
+                    // held to: deployed stacks (mlx5) send credit codes with
+                    // it clear; the ACKs show what the responder does.
+                    credits: cfg.credits,
+                    credits_frame: 0,
+                    credits_declared: cfg.credits.is_some(),
+                    cm_credits: declared.map(|d| d.credits),
+                    cm: declared.map(|d| d.frames),
+                    pmtu,
+                    ..Behaviour::default()
+                },
             },
             psn_range: None,
             last_ns: meta.timestamp_ns,
             sides,
+            declared,
+            since_ack_req: 0,
+            newest_ack: None,
+            msn_from: None,
+            early: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Whether an Acknowledge with PSN `psn` acknowledges a PSN after every
+    /// request captured so far.
+    fn ahead(&self, psn: Psn) -> bool {
+        self.psn_range
+            .is_some_and(|(first, _)| !self.holds(psn) && first.is_before(psn))
+    }
+
+    /// Delivers the held Acknowledges captured more than `reorder_ns`
+    /// before `now_ns` (all of them with `u64::MAX`), in capture order.
+    fn deliver_early(&mut self, now_ns: u64, reorder_ns: u64, out: &mut Vec<ConversationFinding>) {
+        while let Some(e) = self
+            .early
+            .pop_front_if(|e| now_ns.saturating_sub(e.meta.timestamp_ns) > reorder_ns)
+        {
+            let pkt = RocePacket {
+                bth: e.bth,
+                ext: e.ext,
+                ..RocePacket::default()
+            };
+            self.respond(&e.meta, &pkt, out);
+        }
+    }
+
+    /// The ECN code point of a packet of this connection.
+    fn note_ecn(&mut self, ecn: u8) {
+        self.summary.behaviour.ecn_capable |= ecn != 0;
+    }
+
+    /// Judges the credit code of an ACK syndrome against what the connection
+    /// declared or showed first (MR-CRD-1, MR-CRD-2: a responder QP either
+    /// has a shared receive queue and sends code 31, or sends credits).
+    fn judge_credits(&mut self, frame: u64, code: u8, out: &mut Vec<ConversationFinding>) {
+        let uses = code != 31;
+        let b = &mut self.summary.behaviour;
+        let Some(credits) = b.credits else {
+            b.credits = Some(uses);
+            b.credits_frame = frame;
+            return;
+        };
+        if credits == uses {
+            return;
+        }
+        let (id, why) = match (credits, b.credits_declared) {
+            (false, true) => (
+                "MR-CRD-1",
+                format!(
+                    "credit code {code} in an ACK of a responder declared without end-to-end credits"
+                ),
+            ),
+            (true, true) => (
+                "MR-CRD-2",
+                "credit code 31 in an ACK of a responder declared with end-to-end credits"
+                    .to_string(),
+            ),
+            (c, false) => (
+                "MR-CRD-2",
+                format!(
+                    "credit code {code} after ACKs with {}: a responder QP sends code 31 (shared receive queue) or credits, not both",
+                    if c { "credit codes" } else { "code 31" }
+                ),
+            ),
+        };
+        let mut frames = vec![frame];
+        if b.credits_frame != 0 {
+            frames.push(b.credits_frame);
+        }
+        out.push(ConversationFinding {
+            finding: crate::Finding::new(id, why),
+            frames,
+            qpns: Vec::new(),
+            connection: None,
+        });
+    }
+
+    /// MR-ACK-3: an Acknowledge whose PSN moves back below an earlier one
+    /// while its MSN advances is no duplicate's response.
+    fn judge_ack_order(
+        &mut self,
+        frame: u64,
+        psn: Psn,
+        msn: Msn,
+        out: &mut Vec<ConversationFinding>,
+    ) {
+        match self.newest_ack {
+            Some((p, m, f)) if psn.is_before(p) => {
+                if m.is_before(msn) {
+                    out.push(ConversationFinding {
+                        finding: crate::Finding::new(
+                            "MR-ACK-3",
+                            format!(
+                                "Acknowledge PSN {psn} MSN {msn} moves back below the Acknowledge of frame {f} (PSN {p} MSN {m}) while its MSN advances"
+                            ),
+                        ),
+                        frames: vec![frame, f],
+                        qpns: Vec::new(),
+                        connection: None,
+                    });
+                }
+            }
+            _ => self.newest_ack = Some((psn, msn, frame)),
         }
     }
 
@@ -174,8 +365,51 @@ impl Connection {
         cfg: &ConversationConfig,
         out: &mut Vec<ConversationFinding>,
     ) {
+        // Beyond the tolerance: judged where they were captured.
+        self.deliver_early(meta.timestamp_ns, cfg.reorder_ns, out);
+        self.request(meta, pkt, mark, cfg, out);
+        while let Some(e) = self.early.front().copied()
+            && !self.ahead(e.bth.psn)
+        {
+            self.early.pop_front();
+            let b = &mut self.summary.behaviour;
+            if e.bth.psn == pkt.bth.psn {
+                // Its request came right after it: reordered.
+                b.reordered += 1;
+                b.reordered_frame.get_or_insert(e.meta.frame);
+            } else {
+                // A later request covers it: the capture point lost the
+                // requests it acknowledges.
+                b.capture_loss_from.get_or_insert(e.meta.frame);
+            }
+            let pkt = RocePacket {
+                bth: e.bth,
+                ext: e.ext,
+                ..RocePacket::default()
+            };
+            self.respond(&e.meta, &pkt, out);
+        }
+    }
+
+    fn request(
+        &mut self,
+        meta: &PacketMeta,
+        pkt: &RocePacket<'_>,
+        mark: Option<PayloadMark>,
+        cfg: &ConversationConfig,
+        out: &mut Vec<ConversationFinding>,
+    ) {
         self.touch(meta);
         self.summary.requests += 1;
+        self.note_ecn(meta.ecn);
+        let b = &mut self.summary.behaviour;
+        b.migreq |= if pkt.bth.migreq { 2 } else { 1 };
+        if pkt.bth.ack_req {
+            self.since_ack_req = 0;
+        } else {
+            self.since_ack_req = self.since_ack_req.saturating_add(1);
+            b.ack_req_gap = b.ack_req_gap.max(self.since_ack_req);
+        }
         let psn = pkt.bth.psn;
         self.psn_range = Some(match self.psn_range {
             None => (psn, psn.add(1)),
@@ -208,14 +442,32 @@ impl Connection {
             // Its receiver drops it (§9.2): nothing for the responder side.
             return;
         }
-        let pmtu = cfg.pmtu.or_else(|| requester.pmtu_candidates().single());
+        let pmtu = self
+            .summary
+            .behaviour
+            .pmtu
+            .or_else(|| requester.pmtu_candidates().single());
+        self.summary.behaviour.pmtu = pmtu;
         let features = cfg.features;
+        let declared = self.declared;
         responder.on_request(
             (meta.frame, meta.timestamp_ns),
             pkt,
             || {
-                let attrs = QpAttributes::unknown(pmtu?, pkt.bth.pkey);
-                Some(ResponderState::learned(QpType::Rc, attrs, features, pkt))
+                let mut attrs = QpAttributes::unknown(pmtu?, pkt.bth.pkey);
+                let Some(d) = declared else {
+                    return Some(ResponderState::learned(QpType::Rc, attrs, features, pkt));
+                };
+                attrs.dest_qpn = Knowledge::Known(d.requester_qpn);
+                let st = ResponderState::learned(QpType::Rc, attrs, features, pkt);
+                // The first request of a connection whose setup the
+                // capture holds: the responder's MSN starts at 0 (IBA vol 1
+                // §9.7.5.1.1); a later first request leaves it to learn.
+                Some(if pkt.bth.psn == d.starting_psn {
+                    st.learn_msn(Msn::new(0))
+                } else {
+                    st
+                })
             },
             out,
         );
@@ -226,11 +478,40 @@ impl Connection {
         &mut self,
         meta: &PacketMeta,
         pkt: &RocePacket<'_>,
+        cfg: &ConversationConfig,
+        out: &mut Vec<ConversationFinding>,
+    ) {
+        self.deliver_early(meta.timestamp_ns, cfg.reorder_ns, out);
+        if cfg.reorder_ns > 0
+            && pkt.bth.opcode == Opcode::RC_ACK
+            && pkt.payload.is_empty()
+            && self.ahead(pkt.bth.psn)
+        {
+            // Perhaps captured before its request: held for the tolerance.
+            if self.early.len() >= MAX_EARLY {
+                self.deliver_early(u64::MAX, 0, out);
+            }
+            self.touch(meta);
+            self.early.push_back(Early {
+                meta: *meta,
+                bth: pkt.bth,
+                ext: pkt.ext,
+            });
+            return;
+        }
+        self.respond(meta, pkt, out);
+    }
+
+    fn respond(
+        &mut self,
+        meta: &PacketMeta,
+        pkt: &RocePacket<'_>,
         out: &mut Vec<ConversationFinding>,
     ) {
         self.touch(meta);
         self.summary.responses += 1;
         self.summary.requester_qpn = Some(pkt.bth.dest_qp);
+        self.note_ecn(meta.ecn);
         let (requester, responder) = match &mut self.sides {
             Sides::Mp { judge, reads } => {
                 if pkt.ext.sacketh.is_some() && meta.admitted {
@@ -266,14 +547,47 @@ impl Connection {
             // row of §9.2) never reaches the requester.
             requester.on_response(pkt, Some(meta.timestamp_ns));
         }
-        let r = Resp::of(meta.frame, pkt, meta.udp_src_port);
+        let mut r = Resp::of(meta.frame, pkt, meta.udp_src_port);
+        // Credit codes are judged here, against the connection's own
+        // behaviour, not against a responder declared without credits.
+        r.credits_apart = true;
+        let from = out.len();
         responder.on_response(r, out);
         self.summary.unjudged_responses = responder.unjudged_responses;
+        if let Some(a) = pkt.ext.aeth {
+            if self.msn_from.is_none() {
+                self.msn_from = Some(meta.frame);
+            }
+            if let SyndromeKind::Ack { credit_code } = a.syndrome.kind() {
+                self.judge_credits(meta.frame, credit_code, out);
+                if pkt.bth.opcode == Opcode::RC_ACK {
+                    self.judge_ack_order(meta.frame, pkt.bth.psn, a.msn, out);
+                }
+            }
+        }
+        // An MSN judged against one learned from an earlier AETH names that
+        // frame too: the earlier one may be the wrong one.
+        if let Some(learned) = self.msn_from.filter(|&f| f != meta.frame)
+            && !self.declared.is_some_and(|d| {
+                self.psn_range
+                    .is_some_and(|(first, _)| first == d.starting_psn)
+            })
+        {
+            for f in &mut out[from..] {
+                if f.finding.id.starts_with("MR-MSN-") && !f.frames.contains(&learned) {
+                    f.frames.push(learned);
+                    f.finding.message.push_str(&format!(
+                        " (the MSN was learned from the AETH of frame {learned})"
+                    ));
+                }
+            }
+        }
     }
 
     /// The connection ends at `end_ns` (the capture ended, or it is evicted):
     /// what was required and never observed.
     pub fn finish(&mut self, end_ns: u64, grace_ns: u64, out: &mut Vec<ConversationFinding>) {
+        self.deliver_early(u64::MAX, 0, out);
         match &mut self.sides {
             Sides::Base { responder, .. } => responder.finish(end_ns, grace_ns, out),
             Sides::Mp { judge, .. } => {

@@ -49,6 +49,7 @@
 //! unacknowledged packets, or the MP judge's PSNs in flight. Summaries of
 //! closed connections are kept up to [`MAX_CLOSED`], then only counted.
 
+mod cm;
 mod cnp;
 mod connection;
 mod expect;
@@ -58,8 +59,9 @@ mod response;
 #[cfg(test)]
 mod tests;
 
+pub use cm::{Declared, MAX_SETUPS};
 pub use cnp::{MAX_MP_QPS, MAX_SLOTS};
-pub use connection::{ConnectionKey, ConnectionSummary};
+pub use connection::{Behaviour, ConnectionKey, ConnectionSummary};
 pub use expect::{MAX_LOOSE, MAX_PENDING};
 pub use mp_read::MAX_READS;
 
@@ -91,6 +93,10 @@ pub struct ConversationConfig {
     /// Features the responders declare (default: every optional responder
     /// feature, no credits).
     pub features: Features,
+    /// Whether the responders send end-to-end credits, when declared (a
+    /// capability profile); `None` (default): each connection's RDMA-CM
+    /// setup declares it, or its first ACK shows it.
+    pub credits: Option<bool>,
     /// Packets may be missing from the capture (lost between a peer and the
     /// capture point: netem, a lossy link). Gaps in a request stream are
     /// then taken as loss, and a required response that was never observed
@@ -106,6 +112,11 @@ pub struct ConversationConfig {
     /// judges check (retransmission timeouts, RNR waits, MP loss by time,
     /// CNP delay and pacing) is widened by this much on each side.
     pub tolerance_ns: u64,
+    /// How long an Acknowledge may be captured before the request it
+    /// acknowledges (a capture point that records the two directions
+    /// apart): within it the two are judged in their sent order, and the
+    /// reordering is a note about the capture (default 50 µs; 0: none).
+    pub reorder_ns: u64,
     /// A connection without a packet for this long is closed: its missing
     /// responses are reported and its state is forgotten (default 10 s).
     pub idle_ns: u64,
@@ -124,9 +135,11 @@ impl Default for ConversationConfig {
             pmtu: None,
             timeout: None,
             features: Features::ALL,
+            credits: None,
             lossy: false,
             ack_delay_ns: 64_000,
             tolerance_ns: 0,
+            reorder_ns: 50_000,
             idle_ns: 10_000_000_000,
             mp: MpConfig {
                 entropy_set: Vec::new(),
@@ -205,6 +218,8 @@ pub struct ConversationJudge {
     last_ns: u64,
     /// Capture time of the last idle sweep.
     swept_ns: u64,
+    /// RDMA-CM exchanges seen (connections declared by their REQ and REP).
+    setups: cm::Setups,
 }
 
 /// A map key: source and destination address, a QPN, and whether the
@@ -298,7 +313,52 @@ impl ConversationJudge {
             orphans: 0,
             last_ns: 0,
             swept_ns: 0,
+            setups: cm::Setups::default(),
         }
+    }
+
+    /// A CM MAD on QP1 ([`CmMad`](metaroce_codec::cm::CmMad)): a REQ and
+    /// its REP declare a connection, which is then judged from its first
+    /// packet with what they declared (see `cm.rs`).
+    pub fn on_cm(&mut self, meta: &PacketMeta, mad: &metaroce_codec::cm::CmMad) {
+        self.setups.on_mad(meta.src, meta.dst, meta.frame, mad);
+    }
+
+    /// Notes about the capture the judge drew from the traffic (not
+    /// findings): connections in which the capture point lost frames.
+    pub fn notes(&self) -> Vec<String> {
+        let all = self.connections();
+        let lost: Vec<u64> = all
+            .iter()
+            .filter(|c| c.behaviour.capture_loss_from.is_some())
+            .map(|c| c.first_frame)
+            .collect();
+        let mut notes = Vec::new();
+        let reordered: Vec<u64> = all
+            .iter()
+            .filter_map(|c| c.behaviour.reordered_frame)
+            .collect();
+        if !reordered.is_empty() {
+            let n: u64 = all.iter().map(|c| c.behaviour.reordered).sum();
+            notes.push(format!(
+                "cross-direction reordering by the capture point: {n} Acknowledge(s) captured before the request they acknowledge, within {} µs (first at frames {}); judged in their sent order",
+                self.cfg.reorder_ns / 1000,
+                reordered.iter().take(16).map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if lost.is_empty() {
+            return notes;
+        }
+        notes.push(format!(
+            "frames lost by the capture point: {} connection(s) show request PSN gaps that later acknowledgements cover (connections at frames {}); their gap findings are still reported (judging them as --lossy does is not done yet)",
+            lost.len(),
+            lost.iter()
+                .take(16)
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        notes
     }
 
     /// Judges one packet; returns the findings it shows (and those of
@@ -358,7 +418,7 @@ impl ConversationJudge {
                     if let Some(conn) = self.conns[idx].as_mut() {
                         let from = out.len();
                         conn.summary.ce_marked += u64::from(ce);
-                        conn.on_response(meta, pkt, &mut out);
+                        conn.on_response(meta, pkt, &self.cfg, &mut out);
                         conn.summary.findings += (out.len() - from) as u64;
                         conn.label(&mut out[from..]);
                         sender_qp = Some(conn.summary.key.responder_qpn);
@@ -446,7 +506,13 @@ impl ConversationJudge {
                 self.close(i, out);
             }
         }
-        let conn = Connection::new(key, &self.cfg, mp, meta);
+        let declared = if mp {
+            None
+        } else {
+            self.setups
+                .take(&(key.requester, key.responder, key.responder_qpn))
+        };
+        let conn = Connection::new(key, &self.cfg, mp, meta, declared);
         let idx = match self.free.pop() {
             Some(i) => {
                 self.conns[i] = Some(conn);
@@ -458,6 +524,13 @@ impl ConversationJudge {
             }
         };
         self.by_key.insert(Route::of(&key, mp), idx);
+        if let Some(d) = declared {
+            // The responses' DestQP is declared: they pair at once.
+            self.by_response.insert(
+                Route::new(&key.responder, &key.requester, d.requester_qpn, mp),
+                idx,
+            );
+        }
         idx
     }
 

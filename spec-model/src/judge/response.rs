@@ -20,6 +20,9 @@ pub(crate) struct Resp {
     pub orig: Option<u64>,
     pub payload_len: usize,
     pub udp_src_port: u16,
+    /// The credit code of an ACK syndrome is judged by the connection
+    /// (against its declared or learned credits), not against the spec.
+    pub credits_apart: bool,
 }
 
 /// Where a response differs from a spec, in the order a reader wants to know.
@@ -47,6 +50,7 @@ impl Resp {
             orig: pkt.ext.atomic_ack_eth.map(|a| a.orig),
             payload_len: pkt.payload.len(),
             udp_src_port,
+            credits_apart: false,
         }
     }
 
@@ -73,7 +77,15 @@ impl Resp {
         if !spec.dest_qp.allows(&self.dest_qp) {
             return Some(Mismatch::DestQp);
         }
-        match (&spec.syndrome, self.syndrome) {
+        let syndrome = match self.syndrome {
+            // An ACK syndrome with its credit code set to 31 ("no credit
+            // information"): the code is judged elsewhere.
+            Some(s) if self.credits_apart && s.0 & 0x60 == 0 => {
+                Some(metaroce_codec::ext::Syndrome(s.0 | 0x1F))
+            }
+            other => other,
+        };
+        match (&spec.syndrome, syndrome) {
             (Some(s), Some(got)) if !s.allows(got) => return Some(Mismatch::Syndrome),
             (Some(_), None) | (None, Some(_)) => return Some(Mismatch::Syndrome),
             _ => {}

@@ -39,8 +39,8 @@ pub(super) fn run(args: &CheckArgs, iface: &str) -> u8 {
         eprintln!("metaroce check: --annotate needs a capture file, not --live");
         return exit::BAD_INPUT;
     }
-    let opened =
-        LiveCapture::open(iface, &bpf(&args.ports), POLL_MS).and_then(LiveCapture::nonblocking);
+    let opened = LiveCapture::open(iface, &bpf(&super::roce_ports(&args.ports)), POLL_MS)
+        .and_then(LiveCapture::nonblocking);
     let mut capture = match opened {
         Ok(c) => c,
         Err(e) => {
