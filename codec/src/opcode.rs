@@ -563,6 +563,12 @@ impl Opcode {
         self.0 >= 0xC0 && self.0 <= 0xCB
     }
 
+    /// `true` for the whole range MP owns (0xC0–0xDF): the MP opcodes and
+    /// those reserved for MP (SPEC.md §7.2).
+    pub const fn in_mp_range(self) -> bool {
+        self.0 >= 0xC0 && self.0 <= 0xDF
+    }
+
     /// Name of a known opcode (MetaRoCE dialect), or `None`.
     pub fn name(self) -> Option<&'static str> {
         self.layout(Dialect::MetaRoce).map(|l| l.name)
