@@ -23,11 +23,13 @@ pub const SPEC_FILE: &str = "spec.html";
 /// Where a report links requirement `id`: `$METAROCE_SPEC_URL#id`, or
 /// `spec.html#id` (a page rendered next to the report).
 pub fn spec_url(id: &str) -> String {
-    let base = std::env::var(SPEC_URL_ENV)
-        .ok()
-        .filter(|b| !b.is_empty())
-        .unwrap_or_else(|| SPEC_FILE.to_owned());
+    let base = published_spec().unwrap_or_else(|| SPEC_FILE.to_owned());
     format!("{base}#{id}")
+}
+
+/// Where the SPEC page is published, when `$METAROCE_SPEC_URL` says so.
+pub fn published_spec() -> Option<String> {
+    std::env::var(SPEC_URL_ENV).ok().filter(|b| !b.is_empty())
 }
 
 /// A heading of SPEC.md.

@@ -91,3 +91,52 @@ fn spec_show_prints_a_requirement_and_suggests_for_an_unknown_id() {
     assert!(err.contains("no requirement MR-BHT-2"), "{err}");
     assert!(err.contains("did you mean MR-BTH-2"), "{err}");
 }
+
+#[test]
+fn reports_link_requirement_ids_to_the_spec_page_written_next_to_them() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("metaroce-report-links-{}", std::process::id()));
+    let vectors = concat!(env!("CARGO_MANIFEST_DIR"), "/../vectors");
+    let out = metaroce(&[
+        "run",
+        "--vectors",
+        vectors,
+        "-k",
+        "codec.bth",
+        "--report-dir",
+        dir.to_str().expect("UTF-8 path"),
+    ]);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
+    let (report, spec, junit) = (read("report.html"), read("spec.html"), read("report.xml"));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let anchors: HashSet<&str> = attr_values(&spec, "id").into_iter().collect();
+    let mut linked = 0;
+    for href in attr_values(&report.replace('\'', "\""), "href") {
+        if let Some(id) = href.strip_prefix("spec.html#") {
+            assert!(
+                anchors.contains(id),
+                "report links {href}, spec.html has no such anchor"
+            );
+            linked += 1;
+        }
+    }
+    // The requirements table links each of the registry's requirements.
+    assert!(
+        linked >= requirements::all().len(),
+        "only {linked} requirement links in report.html"
+    );
+    // The verdict filter and folded texts.
+    assert!(report.contains("type=radio name=rf"), "no verdict filter");
+    assert!(report.contains("<details><summary>"), "no folded text");
+    // JUnit: a property per requirement a test case checks, naming its URL.
+    assert!(
+        junit.contains("<property name=\"MR-BTH-2\" value=\"spec.html#MR-BTH-2\""),
+        "no requirement property in report.xml"
+    );
+}

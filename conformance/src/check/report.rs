@@ -131,6 +131,10 @@ pub fn summary_text(
                 t.first_frame
             );
         }
+        let _ = match crate::spec_site::published_spec() {
+            Some(base) => writeln!(out, "    (texts: `metaroce spec show ID`, or {base}#ID)"),
+            None => writeln!(out, "    (texts: `metaroce spec show ID`)"),
+        };
     }
     if !connections.is_empty() {
         let _ = writeln!(out, "  connections:");
