@@ -637,6 +637,11 @@ mod tests {
         }
         assert!(Opcode::MP_ACK.layout(Dialect::MetaRoce).is_some());
         assert!(Opcode(0xCC).layout(Dialect::MetaRoce).is_none());
+        // The MP range: the MP opcodes and those reserved for MP, nothing else.
+        let range: Vec<u8> = (0..=255u8).filter(|&op| Opcode(op).in_mp_range()).collect();
+        assert_eq!(range.first(), Some(&Opcode::MP_SEND.0));
+        assert_eq!(range.len(), 32);
+        assert!((0..=255u8).all(|op| !Opcode(op).is_mp() || Opcode(op).in_mp_range()));
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! [`spec_url`]: `spec.html#ID` next to them by default, or
 //! `$METAROCE_SPEC_URL#ID` (e.g. the page published by CI).
 
+// traceability: ignore-file (IDs here are examples and misspellings for the
+// renderer and `spec show`, not citations)
+
 use metaroce_spec::requirements::{self, Requirement};
 use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd, TextMergeStream};
 use std::collections::{BTreeMap, HashSet};

@@ -3,6 +3,9 @@
 //! internal link resolves, requirement IDs in the text are links; `show`
 //! prints a requirement and answers an unknown ID with close matches.
 
+// traceability: ignore-file (IDs here are examples and misspellings for the
+// renderer and `spec show`, not citations)
+
 use metaroce_spec::requirements;
 use std::collections::HashSet;
 use std::process::{Command, Output};

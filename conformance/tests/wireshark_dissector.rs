@@ -16,6 +16,9 @@
 //! Without tshark the tests print `SKIP: wireshark dissector: ...` and pass,
 //! unless `CI=true`, where a missing tshark is a failure.
 
+// traceability: ignore-file (the requirement IDs here name the dissector's expert
+// rules; this file tests the Wireshark plugin, not an implementation)
+
 mod common;
 use common::temp_path;
 
