@@ -563,6 +563,12 @@ impl Opcode {
         self.0 >= 0xC0 && self.0 <= 0xCB
     }
 
+    /// `true` for the whole range MP owns (0xC0–0xDF): the MP opcodes and
+    /// those reserved for MP (SPEC.md §7.2).
+    pub const fn in_mp_range(self) -> bool {
+        self.0 >= 0xC0 && self.0 <= 0xDF
+    }
+
     /// Name of a known opcode (MetaRoCE dialect), or `None`.
     pub fn name(self) -> Option<&'static str> {
         self.layout(Dialect::MetaRoce).map(|l| l.name)
@@ -631,6 +637,11 @@ mod tests {
         }
         assert!(Opcode::MP_ACK.layout(Dialect::MetaRoce).is_some());
         assert!(Opcode(0xCC).layout(Dialect::MetaRoce).is_none());
+        // The MP range: the MP opcodes and those reserved for MP, nothing else.
+        let range: Vec<u8> = (0..=255u8).filter(|&op| Opcode(op).in_mp_range()).collect();
+        assert_eq!(range.first(), Some(&Opcode::MP_SEND.0));
+        assert_eq!(range.len(), 32);
+        assert!((0..=255u8).all(|op| !Opcode(op).is_mp() || Opcode(op).in_mp_range()));
     }
 
     #[test]

@@ -16,5 +16,6 @@ pub mod fuzz;
 pub mod interop;
 pub mod report;
 pub mod run;
+pub mod spec_site;
 pub mod trace;
 pub mod vector;

@@ -249,6 +249,28 @@ pub fn all() -> &'static [Requirement] {
     &REGISTRY
 }
 
+/// SPEC.md's title, from its first line (`MetaRoCE v1 — Normative Specification`).
+pub fn spec_title() -> &'static str {
+    SPEC_MD
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# "))
+        .unwrap_or("MetaRoCE")
+        .trim()
+}
+
+/// The version SPEC.md's title names (`v1`): the first word of the title
+/// that is `v` followed by a digit; `unversioned` when none is.
+pub fn spec_version() -> &'static str {
+    spec_title()
+        .split_whitespace()
+        .find(|w| {
+            w.strip_prefix('v')
+                .is_some_and(|d| d.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .unwrap_or("unversioned")
+}
+
 /// The requirement with this ID.
 pub fn get(id: &str) -> Option<&'static Requirement> {
     REGISTRY.iter().find(|r| r.id == id)
@@ -331,6 +353,13 @@ mod tests {
                 ("e MUST f.", "")
             ]
         );
+    }
+
+    #[test]
+    fn the_title_names_the_version() {
+        assert!(spec_title().starts_with("MetaRoCE"), "{}", spec_title());
+        assert!(spec_title().contains(spec_version()));
+        assert!(spec_version().starts_with('v') && spec_version().len() >= 2);
     }
 
     #[test]

@@ -5,12 +5,13 @@
 //! findings (failed when one is a MUST or SHOULD, with the first
 //! [`MAX_SAMPLES`](super::MAX_SAMPLES) findings as its description), and
 //! `connections`, one test case per connection (failed when a MUST or SHOULD
-//! finding concerns it). A capture without findings gives one passing test
+//! finding concerns it). A requirement's test case has a property `url`:
+//! its text in the SPEC page. A capture without findings gives one passing test
 //! case, `conforms`.
 
 use super::{Summary, Tally, connection_text};
 use metaroce_spec::judge::ConnectionSummary;
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 /// The JUnit XML report of a run over `name` (the capture).
 pub fn junit_xml(
@@ -41,6 +42,7 @@ pub fn junit_xml(
         };
         let mut case = TestCase::new(id, status);
         case.set_classname("requirements");
+        case.add_property(Property::new("url", crate::spec_site::spec_url(id)));
         if serious == 0 {
             // Information only: passed, with what was noted.
             case.set_system_out(t.samples.join("\n"));

@@ -159,6 +159,10 @@ pub fn summary_text(
                 t.first_frame
             );
         }
+        let _ = match crate::spec_site::published_spec() {
+            Some(base) => writeln!(out, "    (texts: `metaroce spec show ID`, or {base}#ID)"),
+            None => writeln!(out, "    (texts: `metaroce spec show ID`)"),
+        };
     }
     for note in &summary.notes {
         let _ = writeln!(out, "  capture note: {note}");

@@ -142,11 +142,11 @@ pub struct CheckArgs {
     /// Check a live link instead of a file (BPF `udp port 4791`, or the
     /// --port values); findings are printed as they happen. Stops on Ctrl-C
     /// or after --duration.
-    #[cfg(feature = "libpcap")]
+    /// (Needs a build with the `libpcap` feature; without it the flag
+    /// says how to get one.)
     #[arg(long, value_name = "IFACE", conflicts_with = "file")]
     pub live: Option<String>,
     /// With --live: stop after this many seconds.
-    #[cfg(feature = "libpcap")]
     #[arg(long, value_name = "SECS", requires = "live")]
     pub duration: Option<f64>,
 }
@@ -315,9 +315,19 @@ impl<W: Write> Emitter<W> {
 
 /// Runs `check`; returns the exit code.
 pub fn run(args: &CheckArgs) -> u8 {
-    #[cfg(feature = "libpcap")]
     if let Some(iface) = args.live.as_deref() {
+        #[cfg(feature = "libpcap")]
         return live::run(args, iface);
+        #[cfg(not(feature = "libpcap"))]
+        {
+            eprintln!(
+                "metaroce check: --live {iface}: this metaroce was built without the `libpcap` feature; \
+                 rebuild with it (apt-get install libpcap-dev; \
+                 cargo install --locked --path conformance --features libpcap), \
+                 or capture with `tcpdump -i {iface} -w F.pcap udp port 4791` and run `metaroce check F.pcap`"
+            );
+            return exit::BAD_INPUT;
+        }
     }
     let Some(file) = args.file.as_deref() else {
         eprintln!("metaroce check: give a capture FILE (or --live IFACE with the libpcap feature)");

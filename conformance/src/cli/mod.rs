@@ -6,10 +6,12 @@ pub mod fuzz;
 pub mod interop;
 pub mod run;
 mod spec;
+mod tooling;
 mod vectors;
 pub mod zoo;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::sync::LazyLock;
 
 /// MetaRoCE: RoCEv2 and MetaRoCE conformance suite, capture checker and fuzzing harness.
 #[derive(Debug, Parser)]
@@ -41,12 +43,35 @@ pub enum Command {
     /// Questions about the specification (SPEC.md).
     #[command(subcommand)]
     Spec(spec::SpecCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(tooling::CompletionsArgs),
+    /// Print the man page (roff), or write one page per subcommand into a folder.
+    Man(tooling::ManArgs),
+}
+
+/// `metaroce --version`: the tool's version and the SPEC.md it judges against.
+static VERSION: LazyLock<String> = LazyLock::new(|| {
+    use metaroce_spec::requirements;
+    format!(
+        "{} (judges against SPEC.md, MetaRoCE {}: {} requirements)",
+        env!("CARGO_PKG_VERSION"),
+        requirements::spec_version(),
+        requirements::all().len()
+    )
+});
+
+/// The command line's definition, with the version naming the SPEC.
+pub fn command() -> clap::Command {
+    Cli::command().version(VERSION.as_str())
 }
 
 /// Parses the process arguments, runs the command, and returns the exit code
 /// (see [`crate::exit`]).
 pub fn run() -> u8 {
-    let cli = match Cli::try_parse() {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -67,6 +92,8 @@ pub fn run() -> u8 {
         Command::Zoo(args) => zoo::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Interop(args) => interop::run_cmd(&args),
+        Command::Completions(args) => tooling::completions(&args),
+        Command::Man(args) => tooling::man(&args),
     }
 }
 

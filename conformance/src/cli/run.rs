@@ -286,6 +286,16 @@ fn write_reports(
         let html =
             report::html::report_html(result, &digests, &report::html::unobservable(&listed));
         write(&p, html.as_bytes())?;
+        // The report links requirement IDs to spec.html#ID next to it,
+        // unless METAROCE_SPEC_URL says where the page is published.
+        if crate::spec_site::published_spec().is_none() {
+            let spec = p.with_file_name(crate::spec_site::SPEC_FILE);
+            let page = crate::spec_site::render_html(
+                metaroce_spec::requirements::SPEC_MD,
+                metaroce_spec::requirements::all(),
+            );
+            write(&spec, page.as_bytes())?;
+        }
     }
     Ok(())
 }

@@ -27,12 +27,67 @@ pub fn esc(text: &str) -> String {
     out
 }
 
-const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}\
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:100em}\
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}\
 th{background:#f3f3f3}.v{font-weight:600;white-space:nowrap}.PASS{color:#176a17}.PASS-NONSTRICT{color:#6a6a17}\
 .FAIL{color:#b00020}.ERROR,.INCONC{color:#a05000}.UNSUPPORTED,.XFAIL,.INFO{color:#555}\
 code{font-size:12px}.mono{font-family:ui-monospace,monospace;font-size:12px}h2{margin-top:2em}\
-details{margin:.5em 0}svg text{font:11px ui-monospace,monospace}";
+details{margin:.5em 0}svg text{font:11px ui-monospace,monospace}\
+table.wide{width:100%;table-layout:fixed}table.wide td{overflow-wrap:anywhere}td.v.wrap{white-space:normal}\
+td details{margin:0}td summary{cursor:pointer}.why{font-weight:400}\
+.filter>input{position:absolute;opacity:0}.filter>label{display:inline-block;margin:0 .3em .3em 0;padding:1px 8px;\
+border:1px solid #bbb;border-radius:10px;cursor:pointer;font-size:13px}.filter>input:checked+label{background:#222;color:#fff}";
+
+/// The verdict filter of a table: one radio button per verdict class
+/// (and "all"), CSS only: a checked button hides the rows of other classes.
+/// `group` names the radio group; the table that follows must have class
+/// `wide` and rows of class `row r-CLASS`.
+fn filter_bar(h: &mut String, group: &str, classes: &[(&str, usize)]) {
+    let _ = write!(
+        h,
+        "<style>{}</style><input type=radio name={group} id={group}-all checked><label for={group}-all>all</label>",
+        classes
+            .iter()
+            .map(|(c, _)| format!("#{group}-{c}:checked~table tr.row:not(.r-{c}){{display:none}}"))
+            .collect::<String>()
+    );
+    for (class, n) in classes {
+        let _ = write!(
+            h,
+            "<input type=radio name={group} id={group}-{class}><label for={group}-{class} class='{class}'>{} ({n})</label>",
+            class.replace('_', " ")
+        );
+    }
+}
+
+/// `text`, escaped; folded under its first `max` characters when longer.
+fn folded(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        esc(text)
+    } else {
+        format!(
+            "<details><summary>{}</summary>{}</details>",
+            esc(&crate::spec_site::shorten(text, max)),
+            esc(text)
+        )
+    }
+}
+
+/// A requirement ID linked to its anchor in the SPEC page.
+fn req_link(id: &str) -> String {
+    format!(
+        "<a href='{}'>{}</a>",
+        esc(&crate::spec_site::spec_url(id)),
+        esc(id)
+    )
+}
+
+fn req_links(ids: &[String]) -> String {
+    ids.iter()
+        .map(|id| req_link(id))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// The requirement IDs listed as unobservable in `vectors/UNOBSERVABLE.md`,
 /// with their reason.
@@ -152,19 +207,27 @@ pub fn report_html(
         test_detail(&mut h, t);
     }
     // Every test.
-    h.push_str("<h2>Every test</h2><table><tr><th>verdict</th><th>id</th><th>requirements</th><th>title</th><th>reason</th></tr>");
+    h.push_str("<h2 id=every-test>Every test</h2><div class=filter>");
+    let counts: Vec<(&str, usize)> = Verdict::ALL
+        .iter()
+        .map(|v| (v.name(), result.count(*v)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    filter_bar(&mut h, "tf", &counts);
+    h.push_str("<table class=wide><colgroup><col style='width:9em'><col style='width:22%'><col style='width:16%'><col><col style='width:30%'></colgroup>\
+        <tr><th>verdict</th><th>id</th><th>requirements</th><th>title</th><th>reason</th></tr>");
     for t in &result.tests {
         let _ = write!(
             h,
-            "<tr><td class='v {0}'>{0}</td><td class=mono><a id='t-{1}'></a>{1}</td><td class=mono>{2}</td><td>{3}</td><td>{4}</td></tr>",
+            "<tr class='row r-{0}'><td class='v {0}'>{0}</td><td class=mono><a id='t-{1}'></a>{1}</td><td class=mono>{2}</td><td>{3}</td><td>{4}</td></tr>",
             t.verdict.name(),
             esc(&t.id),
-            esc(&t.requirements.join(" ")),
+            req_links(&t.requirements),
             esc(&t.title),
             esc(t.reason.as_deref().unwrap_or(""))
         );
     }
-    h.push_str("</table></body></html>\n");
+    h.push_str("</table></div></body></html>\n");
     h
 }
 
@@ -187,36 +250,73 @@ fn requirement_table(
     let covered = all.iter().filter(|r| tests_of.contains_key(r.id)).count();
     let _ = write!(
         h,
-        "<h2>Requirements</h2><p>{covered} of {} requirements of SPEC.md are checked by at least one test of this run; {} are listed as not observable from the wire or the agent.</p>",
+        "<h2 id=requirements>Requirements</h2><p>{covered} of {} requirements of SPEC.md are checked by at least one test of this run; {} are listed as not observable from the wire or the agent.</p>",
         all.len(),
         unobservable.len()
     );
-    h.push_str("<table><tr><th>requirement</th><th>keyword</th><th>verdict</th><th>tests</th><th>text</th></tr>");
+    let mut rows = Vec::new();
     for r in all {
         let tests = tests_of.get(r.id).map(Vec::as_slice).unwrap_or(&[]);
         let (verdict, class) = match worst(tests.iter().map(|t| t.verdict)) {
-            Some(v) => (v.name().to_string(), v.name().to_string()),
+            Some(v) => (v.name().to_string(), v.name()),
             None => match unobservable.get(r.id) {
-                Some(why) => (format!("not observable: {why}"), "INFO".into()),
-                None => ("not tested".into(), "INFO".into()),
+                Some(why) => (
+                    format!(
+                        "<details><summary>not observable</summary><span class=why>{}</span></details>",
+                        esc(why)
+                    ),
+                    "not_observable",
+                ),
+                None => ("not tested".into(), "not_tested"),
             },
         };
+        rows.push((r, tests, verdict, class));
+    }
+    let mut classes: Vec<(&str, usize)> = Vec::new();
+    for name in Verdict::ALL
+        .iter()
+        .map(|v| v.name())
+        .chain(["not_tested", "not_observable"])
+    {
+        let n = rows.iter().filter(|row| row.3 == name).count();
+        if n > 0 {
+            classes.push((name, n));
+        }
+    }
+    h.push_str("<div class=filter>");
+    filter_bar(h, "rf", &classes);
+    h.push_str("<table class=wide><colgroup><col style='width:8em'><col style='width:7.5em'><col style='width:10em'><col style='width:24%'><col></colgroup>\
+        <tr><th>requirement</th><th>keyword</th><th>verdict</th><th>tests</th><th>text</th></tr>");
+    for (r, tests, verdict, class) in rows {
         let links: Vec<String> = tests
             .iter()
             .map(|t| format!("<a href='#t-{0}'>{0}</a>", esc(&t.id)))
             .collect();
+        let shown_class = if class.starts_with("not_") {
+            "INFO"
+        } else {
+            class
+        };
         let _ = write!(
             h,
-            "<tr><td class=mono>{}</td><td>{}</td><td class='v {}'>{}</td><td class=mono>{}</td><td>{}</td></tr>",
-            r.id,
+            "<tr class='row r-{class}'><td class=mono>{}</td><td>{}</td><td class='v wrap {shown_class}'>{}</td><td class=mono>{}</td>\
+             <td>{}</td></tr>",
+            req_link(r.id),
             r.keyword.as_str(),
-            class,
-            esc(&verdict),
-            links.join(" "),
-            esc(r.text)
+            verdict, // verdict names, or markup built from escaped text above
+            if links.len() > 4 {
+                format!(
+                    "<details><summary>{} tests</summary>{}</details>",
+                    links.len(),
+                    links.join(" ")
+                )
+            } else {
+                links.join(" ")
+            },
+            folded(r.text, 80)
         );
     }
-    h.push_str("</table>");
+    h.push_str("</table></div>");
 }
 
 fn test_detail(h: &mut String, t: &TestResult) {
@@ -231,10 +331,10 @@ fn test_detail(h: &mut String, t: &TestResult) {
         h,
         "<p>File <code>{}</code>; requirements <code>{}</code>{}</p>",
         esc(&t.file),
-        esc(&t.requirements.join(" ")),
+        req_links(&t.requirements),
         t.failed_requirement
             .as_ref()
-            .map(|r| format!("; blamed on <code>{}</code>", esc(r)))
+            .map(|r| format!("; blamed on <code>{}</code>", req_link(r)))
             .unwrap_or_default()
     );
     if let Some(r) = &t.reason {

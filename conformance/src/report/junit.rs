@@ -1,10 +1,13 @@
 //! JUnit XML for CI (quick-junit): one test suite per profile and area,
 //! one test case per vector. FAIL is a failure, ERROR and INCONC errors,
-//! UNSUPPORTED and XFAIL skipped, the rest successes.
+//! UNSUPPORTED and XFAIL skipped, the rest successes. Each test case has a
+//! property per requirement it checks: name the ID, value its URL in the
+//! SPEC page ([`spec_url`]).
 
 use crate::run::SuiteResult;
 use crate::run::verdict::Verdict;
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use crate::spec_site::spec_url;
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -44,6 +47,10 @@ pub fn junit_xml(result: &SuiteResult) -> Result<String, String> {
         let mut case = TestCase::new(t.id.clone(), status);
         case.set_classname(t.file.clone());
         case.set_time(Duration::from_micros(t.duration_us));
+        // Each requirement the test checks, with where its text is.
+        for id in &t.requirements {
+            case.add_property(Property::new(id.as_str(), spec_url(id)));
+        }
         let steps: Vec<String> = t
             .steps
             .iter()
