@@ -2,7 +2,9 @@
 //! strategy (Base RC, MP beside it, or UD), sharing this state machine,
 //! memory checks and encapsulation.
 
-pub mod state;
+/// QP states and the transition table of SPEC §6.2 (one home: the agent
+/// protocol's crate, whose `modify_qp` follows it).
+pub use metaroce_agent::qp_state as state;
 
 use crate::counters::Counters;
 use crate::cq::{CqHandle, CqTable, WcStatus, WorkCompletion};
