@@ -1,5 +1,5 @@
 //! The `differential` fuzz target finds the protocol mutants of the bug zoo
-//! (issue #7, item 4): for every mutant that is neither a memory nor a
+//! (reference-impl/ZOO.md): for every mutant that is neither a memory nor a
 //! liveness mutant (those are `metaroce fuzz`'s, `tests/fuzz_live.rs`), the
 //! differential driver (`fuzz-drivers/src/stateful/differential.rs`, as in
 //! `tests/fuzz_stateful_corpus.rs`) runs on both devices built

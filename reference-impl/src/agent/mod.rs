@@ -1,5 +1,5 @@
 //! The agent: the control plane through which the conformance harness
-//! drives an implementation under test (DESIGN §2.1, SPEC §1.6). The
+//! drives an implementation under test (SPEC §1.6). The
 //! protocol — JSON lines over TCP, version 1 — is specified in
 //! `reference-impl/AGENT.md` so that a NIC vendor can implement it over
 //! libibverbs; this module is the reference transport's implementation.
