@@ -8,20 +8,17 @@ use crate::ffi::{self, Ah, Caps, Context, Cq, DevInfo, Errno, Mr, Pd, Qp, QpAttr
 use crate::rules::{self, TransitionError, mask};
 use crate::server::{Handler, Step};
 use crate::sysfs::{self, RoceGid};
-use metaroce_ref::agent::CapabilityProfile;
-use metaroce_ref::agent::encoding::{base64_encode, bytes_field, hex_encode, parse_mac};
-use metaroce_ref::agent::protocol::*;
-use metaroce_ref::qp::state::{QpState, QpType, attr};
+use metaroce_agent::CapabilityProfile;
+use metaroce_agent::check::{bad, check_poll, ipv4, obj, qpn24, room, unknown};
+use metaroce_agent::encoding::{base64_encode, bytes_field, format_mac, hex_encode, parse_mac};
+use metaroce_agent::protocol::*;
+use metaroce_agent::qp_state::{QpState, QpType, attr, lookup};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 type Res<T> = Result<T, AgentError>;
-
-fn bad(code: ErrorCode, field: &str, why: impl core::fmt::Display) -> AgentError {
-    AgentError::field(code, field, why)
-}
 
 /// A verbs call that failed: `unsupported` (the device refused what the
 /// agent found valid), `resource_exhausted` on ENOMEM/ENOSPC.
@@ -219,18 +216,8 @@ impl VerbsAgent {
         }))
     }
 
-    fn room(n: usize, what: &str) -> Res<()> {
-        if n >= MAX_OBJECTS {
-            return Err(AgentError::general(
-                ErrorCode::ResourceExhausted,
-                format!("at most {MAX_OBJECTS} {what}"),
-            ));
-        }
-        Ok(())
-    }
-
     fn alloc_pd(&mut self) -> Res<Map<String, Value>> {
-        Self::room(self.pds.len(), "PDs")?;
+        room(self.pds.len(), "PDs")?;
         let pd = self
             .ctx
             .alloc_pd()
@@ -256,7 +243,7 @@ impl VerbsAgent {
 
     fn reg_mr(&mut self, r: &RegMr) -> Res<Map<String, Value>> {
         let pd = self.pds.get(&r.pd).ok_or_else(|| unknown("pd", r.pd))?;
-        Self::room(self.mrs.len(), "MRs")?;
+        room(self.mrs.len(), "MRs")?;
         if r.length > MAX_MR_LEN {
             return Err(bad(
                 ErrorCode::OutOfRange,
@@ -371,7 +358,7 @@ impl VerbsAgent {
     }
 
     fn create_cq(&mut self) -> Res<Map<String, Value>> {
-        Self::room(self.cqs.len(), "CQs")?;
+        room(self.cqs.len(), "CQs")?;
         let depth = self.setup.info.max_cqe.clamp(1, 65_536) as i32;
         let cq = self
             .ctx
@@ -392,7 +379,7 @@ impl VerbsAgent {
             .cqs
             .get(&r.recv_cq)
             .ok_or_else(|| unknown("recv_cq", r.recv_cq))?;
-        Self::room(self.qps.len(), "QPs")?;
+        room(self.qps.len(), "QPs")?;
         let (ty, ibv_type, name) = match r.qp_type {
             QpTypeName::Rc => (QpType::Rc, 2, "rc"),
             QpTypeName::Ud => (QpType::Ud, 4, "ud"),
@@ -529,7 +516,7 @@ impl VerbsAgent {
             ));
         }
         if !(from == QpState::Init && to == QpState::Rtr) {
-            if metaroce_ref::qp::state::lookup(ty, from, to).is_none() {
+            if lookup(ty, from, to).is_none() {
                 return Err(bad(
                     ErrorCode::InvalidTransition,
                     "state",
@@ -732,7 +719,7 @@ impl VerbsAgent {
             q.traffic_class = p.traffic_class;
             q.hop_limit = p.hop_limit;
             q.mask |= mask::AV;
-            let mac_text = metaroce_ref::agent::encoding::format_mac(mac);
+            let mac_text = format_mac(mac);
             self.neighbour(ip, &mac_text, "attrs.path.dest_mac")?;
             eff.insert(
                 "path".into(),
@@ -789,27 +776,9 @@ impl VerbsAgent {
         Ok(m)
     }
 
-    fn sges(list: &[SgeJson], max: u32) -> Res<Vec<Sge>> {
-        if list.len() > max as usize {
-            return Err(bad(
-                ErrorCode::OutOfRange,
-                "sg_list",
-                format!("{} SGEs, at most {max}", list.len()),
-            ));
-        }
-        Ok(list
-            .iter()
-            .map(|s| Sge {
-                addr: s.addr,
-                length: s.length,
-                lkey: s.lkey,
-            })
-            .collect())
-    }
-
     fn post_send(&mut self, r: &PostSend) -> Res<Map<String, Value>> {
         let e = self.qp(r.qpn)?;
-        let sg = Self::sges(&r.sg_list, e.caps.max_send_sge)?;
+        let sg = sges(&r.sg_list, e.caps.max_send_sge)?;
         use SendOpcode as O;
         let uses: &[&str] = match r.opcode {
             O::Send => &[],
@@ -917,16 +886,9 @@ impl VerbsAgent {
                 let ip = ipv4(&u.ip, "ud.ip")?;
                 let mac =
                     parse_mac(&u.mac).map_err(|err| bad(ErrorCode::BadValue, "ud.mac", err))?;
-                if u.qpn > 0xFF_FFFF {
-                    return Err(bad(ErrorCode::OutOfRange, "ud.qpn", "24 bits"));
-                }
-                wr.remote_qpn = u.qpn;
+                wr.remote_qpn = qpn24(u.qpn, "ud.qpn")?;
                 wr.remote_qkey = u.qkey;
-                self.neighbour(
-                    ip,
-                    &metaroce_ref::agent::encoding::format_mac(mac),
-                    "ud.mac",
-                )?;
+                self.neighbour(ip, &format_mac(mac), "ud.mac")?;
                 if !self.ahs.contains_key(&(pd, ip)) {
                     let pdo = self.pds.get(&pd).ok_or_else(|| unknown("pd", pd))?;
                     let ah = pdo
@@ -955,7 +917,7 @@ impl VerbsAgent {
 
     fn post_recv(&mut self, r: &PostRecv) -> Res<Map<String, Value>> {
         let e = self.qp(r.qpn)?;
-        let sg = Self::sges(&r.sg_list, e.caps.max_recv_sge)?;
+        let sg = sges(&r.sg_list, e.caps.max_recv_sge)?;
         let (_, state) = self.state(e)?;
         if !state.accepts_recv() {
             return Err(bad(ErrorCode::WrongState, "qpn", "the QP is in RESET"));
@@ -972,27 +934,6 @@ impl VerbsAgent {
             e.recvs += 1;
         }
         Ok(Map::new())
-    }
-
-    fn check_poll(&self, r: &PollCq) -> Res<()> {
-        if !self.cqs.contains_key(&r.cq) {
-            return Err(unknown("cq", r.cq));
-        }
-        if !(1..=MAX_POLL).contains(&r.max) {
-            return Err(bad(
-                ErrorCode::OutOfRange,
-                "max",
-                format!("{} is outside 1..={MAX_POLL}", r.max),
-            ));
-        }
-        if r.wait_ms > MAX_WAIT_MS {
-            return Err(bad(
-                ErrorCode::OutOfRange,
-                "wait_ms",
-                format!("{} is outside 0..={MAX_WAIT_MS}", r.wait_ms),
-            ));
-        }
-        Ok(())
     }
 
     fn poll(&mut self, cq: u32, max: u32) -> Res<Vec<CompletionJson>> {
@@ -1039,7 +980,7 @@ impl Handler for VerbsAgent {
     fn handle(&mut self, req: Request) -> Step {
         let id = Some(req.id);
         match &req.op {
-            Op::PollCq(p) => match self.check_poll(p) {
+            Op::PollCq(p) => match check_poll(p, self.cqs.contains_key(&p.cq)) {
                 Err(e) => Step::Reply(Reply::err(id, e)),
                 Ok(()) if p.wait_ms == 0 => {
                     Step::Reply(self.try_poll(req.id, p.cq, p.max, true).unwrap_or_else(|| {
@@ -1078,31 +1019,10 @@ fn caps_json(c: &Caps) -> Value {
            "max_send_sge": c.max_send_sge, "max_recv_sge": c.max_recv_sge})
 }
 
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
-fn unknown(field: &str, v: u32) -> AgentError {
-    bad(
-        ErrorCode::UnknownHandle,
-        field,
-        format!("no such handle {v}"),
-    )
-}
-
-fn ipv4(s: &str, field: &str) -> Res<Ipv4Addr> {
-    s.parse::<Ipv4Addr>().map_err(|_| {
-        if s.contains(':') {
-            bad(ErrorCode::Unsupported, field, "IPv6: profile ipv6: false")
-        } else {
-            bad(
-                ErrorCode::BadValue,
-                field,
-                format!("`{s}` is not an IPv4 address"),
-            )
-        }
+fn sges(list: &[SgeJson], max: u32) -> Res<Vec<Sge>> {
+    metaroce_agent::check::sges(list, max, |s| Sge {
+        addr: s.addr,
+        length: s.length,
+        lkey: s.lkey,
     })
 }

@@ -4,8 +4,8 @@
 //! (MR-QP-2) done before `ibv_modify_qp`, whose EINVAL says nothing about
 //! which rule was broken. No C library needed: tested in every build.
 
-use metaroce_ref::agent::protocol::{AccessFlag, SendOpcode, StateName};
-use metaroce_ref::qp::state::{QpState, QpType, attr, lookup};
+use metaroce_agent::protocol::{AccessFlag, SendOpcode, StateName};
+use metaroce_agent::qp_state::{QpState, QpType, attr, lookup};
 
 /// `enum ibv_qp_state` of a protocol state name.
 pub fn ibv_state(s: StateName) -> u32 {
@@ -163,7 +163,7 @@ pub enum TransitionError {
 }
 
 /// Checks a modify from `from` to `to` on a QP of type `ty` giving the
-/// attributes in `given` (bits of `metaroce_ref::qp::state::attr`).
+/// attributes in `given` (bits of `metaroce_agent::qp_state::attr`).
 pub fn check_transition(
     ty: QpType,
     from: QpState,

@@ -4,10 +4,8 @@
 //! millisecond without holding the lock, so other connections are served
 //! meanwhile. The data plane is the NIC's own: nothing to pump here.
 
-use metaroce_ref::agent::protocol::{
-    AgentError, ErrorCode, MAX_LINE, Reply, Request, parse_request,
-};
-use metaroce_ref::agent::server::{LineRead, read_line_bounded};
+use metaroce_agent::line::{LineRead, read_line_bounded};
+use metaroce_agent::protocol::{AgentError, ErrorCode, MAX_LINE, Reply, Request, parse_request};
 use std::io::{self, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,8 +2,8 @@
 //! behind it, bad lines from a client (AGENT.md §1, §2 rule 1: never crash,
 //! never hang; replies in request order; a waiting poll times out).
 
+use metaroce_agent::protocol::{Op, Reply, Request};
 use metaroce_agent_verbs::server::{Handler, Step, serve};
-use metaroce_ref::agent::protocol::{Op, Reply, Request};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

@@ -4,7 +4,7 @@ use crate::error::{Layer, WireError, be16, be24, check_emit, parse_fixed};
 use crate::opcode::Opcode;
 use crate::seq::Psn;
 
-/// Byte offsets and masks of BTH fields (rocev2-facts §2.1).
+/// Byte offsets and masks of BTH fields (SPEC §4.1).
 pub mod field {
     /// Opcode byte.
     pub const OPCODE: usize = 0;

@@ -1,4 +1,4 @@
-//! The RoCEv2 Invariant CRC (rocev2-facts §4).
+//! The RoCEv2 Invariant CRC (SPEC §5).
 //!
 //! CRC-32 (IEEE 802.3, reflected, preset and complemented, as `crc32fast`
 //! computes it) over: eight 0xFF bytes; the IP header with its variant fields

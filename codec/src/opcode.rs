@@ -604,7 +604,7 @@ mod tests {
                 .layout(Dialect::Base)
                 .map(|l| l.headers.iter().map(|k| k.wire_len()).sum::<usize>() + 12)
         };
-        // rocev2-facts §2.3 "Hdr bytes" column.
+        // The header bytes of each opcode's layout (SPEC §4.3).
         for (op, bytes) in [
             (0x00, 12),
             (0x03, 16),

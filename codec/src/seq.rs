@@ -1,7 +1,7 @@
 //! 24-bit sequence numbers: [`Psn`] and [`Msn`].
 //!
 //! Both live in a modulo-2^24 space. Comparison follows the half-space rule of
-//! RoCEv2 (rocev2-facts §5.1): `a` is *after* `b` when `(a - b) mod 2^24` lies in
+//! RoCEv2 (SPEC §6.4): `a` is *after* `b` when `(a - b) mod 2^24` lies in
 //! `1 ..= 2^23 - 1`. That relation is not a total order, so neither type
 //! implements `Ord`; use [`Psn::distance`] and the named predicates. Nothing
 //! here can panic on any value a peer sends.

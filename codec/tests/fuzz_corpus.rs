@@ -2,13 +2,10 @@
 //! `codec_parse` and `codec_roundtrip` fuzz targets, so `cargo test` catches a
 //! regression without a fuzzer.
 //!
-//! The checks are the fuzz crate's own `fuzz/src/checks.rs`, included by path:
-//! the fuzz crate is a workspace of its own (libFuzzer, sancov flags) and
-//! cannot be a dependency here, and the checks are test oracle code, not
-//! codec API, so they stay out of the codec's library.
+//! The checks are the fuzz targets' own, from `metaroce-fuzz-drivers` (a
+//! dev-dependency: test oracle code, not codec API).
 
-#[path = "../../fuzz/src/checks.rs"]
-mod checks;
+use metaroce_fuzz_drivers::checks;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};

@@ -1,13 +1,11 @@
 //! The libFuzzer dictionaries committed under `fuzz/dict/` are what the
-//! fuzz crate's generator (`fuzz/src/dict.rs`, from the codec's opcode and
+//! fuzz targets' generator (`fuzz-drivers/src/dict.rs`, from the codec's opcode and
 //! syndrome tables) writes today: a new opcode or syndrome in the codec
 //! shows up here until `cargo run --example gen-dict` (in fuzz/) is rerun.
 //!
-//! The generator is included by path: the fuzz crate is a workspace of its
-//! own and cannot be a dependency here.
+//! The generator is `metaroce-fuzz-drivers`' (a dev-dependency).
 
-#[path = "../../fuzz/src/dict.rs"]
-mod dict;
+use metaroce_fuzz_drivers::dict;
 
 use std::path::Path;
 

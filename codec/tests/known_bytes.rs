@@ -1,4 +1,4 @@
-//! Known bytes: the worked ICRC examples of rocev2-facts §4.4 and a real
+//! Known bytes: the worked ICRC examples of SPEC §5.4 and a real
 //! ConnectX-4 Lx CNP, parsed field by field, verified, and emitted back.
 
 mod common;
@@ -123,7 +123,7 @@ fn ex4_rc_acknowledge() {
     assert_eq!(frame.to_bytes(), bytes);
 }
 
-/// rocev2-facts §4.4 test ideas: masked fields leave the ICRC alone; any other bit changes it.
+/// SPEC §5.4 test ideas: masked fields leave the ICRC alone; any other bit changes it.
 #[test]
 fn masked_fields_do_not_change_the_icrc_and_others_do() {
     let base = hex(CNP);

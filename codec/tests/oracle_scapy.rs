@@ -565,7 +565,7 @@ struct Built {
     spec: View,
 }
 
-/// Payload length: the opcode's rule from rocev2-facts §2.3 (none for
+/// Payload length: the opcode's rule from SPEC §4.3 (none for
 /// requests without data and acknowledgements, 8 for ATOMIC WRITE), else an
 /// edge size or a random one; unknown opcodes get data too.
 fn payload_len(rng: &mut SplitMix64, op: u8) -> usize {

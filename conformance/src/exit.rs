@@ -1,4 +1,4 @@
-//! The exit-code contract of every `metaroce` command (DESIGN §2.3).
+//! The exit-code contract of every `metaroce` command.
 
 /// No FAIL, ERROR or INCONC (for `decode`: the whole file was read).
 pub const OK: u8 = 0;

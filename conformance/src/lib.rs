@@ -1,11 +1,21 @@
 //! # metaroce-conformance
 //!
 //! The MetaRoCE conformance suite and capture tools, and the `metaroce`
-//! command. Today it holds capture reading and writing ([`capture`]), the
-//! frame views of `metaroce decode` ([`decode`]), the per-packet capture
-//! checker of `metaroce check` ([`check`]), requirement traceability
-//! ([`trace`]) and the command line ([`cli`]); the vector runner,
-//! conversation checker and network fuzzer follow.
+//! command:
+//!
+//! - [`capture`]: reading and writing captures (pcap, pcapng, live);
+//! - [`decode`]: the frame views of `metaroce decode`;
+//! - [`check`]: the capture checker of `metaroce check` (per packet and
+//!   per conversation, against the spec model's judges);
+//! - [`vector`]: the vector format, its loader and its JSON Schema;
+//! - [`run`]: the vector runner of `metaroce run` against an implementation
+//!   under test (built in, raw socket, pcap, or an agent);
+//! - [`report`]: the run's reports (terminal, JUnit, JSON, HTML, pcapng);
+//! - [`interop`]: the interop matrix between two agents;
+//! - [`fuzz`]: the live network fuzzer of `metaroce fuzz`;
+//! - [`trace`]: requirement traceability;
+//! - [`exit`]: the exit codes every command shares;
+//! - [`cli`]: the command line.
 
 pub mod capture;
 pub mod check;

@@ -1,8 +1,8 @@
 //! The `differential` fuzz target finds the protocol mutants of the bug zoo
-//! (issue #7, item 4): for every mutant that is neither a memory nor a
+//! (reference-impl/ZOO.md): for every mutant that is neither a memory nor a
 //! liveness mutant (those are `metaroce fuzz`'s, `tests/fuzz_live.rs`), the
-//! differential driver (`fuzz/src/stateful/differential.rs`, included by
-//! path as in `tests/fuzz_stateful_corpus.rs`) runs on both devices built
+//! differential driver (`fuzz-drivers/src/stateful/differential.rs`, as in
+//! `tests/fuzz_stateful_corpus.rs`) runs on both devices built
 //! with that mutant, over the same inputs in the same order: first the
 //! committed corpus `fuzz/corpus/differential`, then inputs from a seeded
 //! generator (random bytes, which the driver's input format reads as some
@@ -14,9 +14,7 @@
 //! prints, per mutant, the inputs run to the first mismatch and its text
 //! (the table of fuzz/README.md).
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/stateful/mod.rs"]
-mod stateful;
+use metaroce_fuzz_drivers::stateful;
 
 use metaroce_ref::DeviceConfig;
 use metaroce_ref::zoo::Mutant;

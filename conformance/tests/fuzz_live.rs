@@ -1,4 +1,4 @@
-//! `metaroce fuzz` against the built-in IUT and its bug zoo (issue #7):
+//! `metaroce fuzz` against the built-in IUT and its bug zoo (reference-impl/ZOO.md):
 //! the memory mutants give MEMORY findings (MR-SEC-4, MR-SEC-6) and the liveness
 //! mutants HANG findings (MR-ROB-7) within a bounded number of packets; the
 //! unmutated transport gives none for the same budget; an exported

@@ -3,19 +3,15 @@
 //! the same drivers and checks, so `cargo test` catches a regression of the
 //! spec model or the reference transport without a fuzzer.
 //!
-//! The drivers are the fuzz crate's own `fuzz/src/stateful/`, included by
-//! path: the fuzz crate is a workspace of its own (libFuzzer, sancov flags)
-//! and cannot be a dependency here. This crate is the one place of the main
-//! workspace that may use both the model and the reference transport
-//! (metaroce-ref stays independent of metaroce-spec).
+//! The drivers are the fuzz targets' own, from `metaroce-fuzz-drivers`
+//! (`fuzz-drivers/src/stateful/`); the fuzz crate itself is a workspace of
+//! its own (libFuzzer, sancov flags).
 //!
 //! Besides "no input fails", each corpus must show that the drivers reach
 //! deep state: work requests complete successfully, and frames reach the
 //! QP models and the responder judge.
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/stateful/mod.rs"]
-mod stateful;
+use metaroce_fuzz_drivers::stateful;
 
 use stateful::Tally;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -597,7 +597,7 @@ const UDP_PORT_ROWS: &[PairRow<u16>] = &[
     ("udp.port", "udp.port", |p| int(*p)),
 ];
 
-/// BTH (rocev2-facts §2.1).
+/// BTH (SPEC §4.1).
 const BTH_ROWS: &[Row<BthRepr>] = &[
     ("infiniband.bth", |b| {
         bytes(&emitted(BthRepr::LEN, |buf| b.emit(buf)))
@@ -627,7 +627,7 @@ const RETH_ROWS: &[Row<RethRepr>] = &[
     ("infiniband.reth.dmalen", |h| int(h.dma_len)),
 ];
 
-/// AETH (rocev2-facts §3.1). tshark splits the syndrome into bit 7, the type
+/// AETH (SPEC §4.2). tshark splits the syndrome into bit 7, the type
 /// (bits 6:5, its "OpCode") and one of four names for bits 4:0.
 const AETH_ROWS: &[Row<AethRepr>] = &[
     ("infiniband.aeth", |h| {
@@ -720,7 +720,7 @@ const TRAILER_ROWS: &[PacketRow] = &[
         if len == 0 { None } else { int(len as u64) }
     }),
     // tshark reads the trailer big-endian; the codec's value is little-endian
-    // (rocev2-facts §4.2), so compare the bytes as sent.
+    // (SPEC §5.2), so compare the bytes as sent.
     ("infiniband.invariant.crc", |p| {
         int(u32::from_be_bytes(p.icrc))
     }),

@@ -57,6 +57,7 @@ mod error;
 mod mp;
 pub mod mr;
 pub mod qp;
+mod qp_config;
 mod rc;
 mod rng;
 mod rx;

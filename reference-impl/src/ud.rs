@@ -4,10 +4,11 @@
 
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::error::VerbsError;
-use crate::qp::{Env, QpConfig, QpState, QueueDepths, flushed_recv};
+use crate::qp_config::{Env, QpConfig, QueueDepths, flushed_recv};
 use crate::rx::RxPacket;
 use crate::wire::{Out, Path};
 use crate::wr::{RecvWr, SendWr, WrOp};
+use metaroce_agent::qp_state::QpState;
 use metaroce_codec::ext::{DethRepr, ImmDtRepr};
 use metaroce_codec::{Opcode, Psn};
 use std::collections::VecDeque;

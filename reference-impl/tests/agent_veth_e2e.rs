@@ -26,8 +26,7 @@
 //! veth e2e: <why>` and passes, unless `CI=true`, where it fails.
 #![cfg(all(feature = "raw", target_os = "linux"))]
 
-mod netns;
-use netns::{Lab, can_run, skip};
+use metaroce_test_support::netns::{Lab, can_run, skip};
 use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 use serde_json::{Value, json};
 use std::fs::File;

@@ -14,8 +14,7 @@
 //! <why>` and passes, unless `CI=true`, where it fails.
 #![cfg(feature = "raw")]
 
-mod netns;
-use netns::{Lab, can_run, skip};
+use metaroce_test_support::netns::{Lab, can_run, skip};
 use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};

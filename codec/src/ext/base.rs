@@ -1,4 +1,4 @@
-//! The RoCEv2 extension headers (rocev2-facts §3).
+//! The RoCEv2 extension headers (SPEC §4.2).
 
 use crate::error::{Layer, WireError, be24, be32, be64, check_emit, parse_fixed};
 use crate::seq::Msn;

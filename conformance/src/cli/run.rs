@@ -107,16 +107,8 @@ pub fn load_set(root: &Path) -> Result<VectorSet, u8> {
 }
 
 fn parse_mac(text: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = text.split([':', '-']).collect();
-    let mut mac = [0u8; 6];
-    if parts.len() != 6 {
-        return Err(format!("--mac `{text}` is not a MAC address"));
-    }
-    for (m, p) in mac.iter_mut().zip(parts) {
-        *m = u8::from_str_radix(p, 16)
-            .map_err(|_| format!("--mac `{text}` is not a MAC address"))?;
-    }
-    Ok(mac)
+    metaroce_agent::encoding::parse_mac(text)
+        .map_err(|_| format!("--mac `{text}` is not a MAC address"))
 }
 
 impl IutArgs {

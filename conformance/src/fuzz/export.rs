@@ -1,5 +1,5 @@
-//! Saving findings and turning them into vectors of the suite (anchors
-//! c10: one corpus; issue #7: `metaroce fuzz export`).
+//! Saving findings and turning them into vectors of the suite (one corpus;
+//! `metaroce fuzz export`, conformance/FUZZ.md).
 //!
 //! A finding is a folder `NNN-kind/` under `--out`:
 //! - `reproducer.yaml`: the minimised vector (`metaroce run --vectors

@@ -1,5 +1,5 @@
-//! The READ-leak oracle (anchors c9: "must not leak bytes into READ
-//! responses"; MR-SEC-6, MR-SEC-4): a READ request of the batch whose range
+//! The READ-leak oracle ("must not leak bytes into READ responses";
+//! MR-SEC-6, MR-SEC-4): a READ request of the batch whose range
 //! does not lie inside the `fuzz` MR (with that MR's R_Key) must not be
 //! answered with data. Canaries cannot see a read; the harness can, because
 //! it knows every request it sent.

@@ -1,5 +1,5 @@
-//! `metaroce fuzz`: a live network fuzzer with oracles (DESIGN §2.5, issue
-//! #7, anchors c9–c11), against any IUT the harness drives (builtin, raw,
+//! `metaroce fuzz`: a live network fuzzer with oracles
+//! (conformance/FUZZ.md), against any IUT the harness drives (builtin, raw,
 //! pcap).
 //!
 //! Each batch runs on a freshly reset IUT as one vector ([`batch`]): the

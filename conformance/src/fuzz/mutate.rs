@@ -1,6 +1,6 @@
 //! Stimuli for `metaroce fuzz`: structure-aware mutations of the `send`
 //! steps of the committed vectors, and packets generated from the opcode
-//! table (anchors c11).
+//! table (conformance/FUZZ.md).
 //!
 //! Every stimulus is a [`SendStep`], so the frame is built by the harness's
 //! own builder ([`crate::run::packet::build`]): lengths, PadCnt and ICRC are

@@ -1,4 +1,4 @@
-//! Judging one batch (anchors c9): run its vector (see [`super::batch`] for
+//! Judging one batch (conformance/FUZZ.md): run its vector (see [`super::batch`] for
 //! the oracle steps and what each finds); if every step passed, look for READ
 //! responses to out-of-range READs ([`super::leak`]), then, if the agent says
 //! the fuzz QP is still RTS, probe the fuzz QP itself.

@@ -1,5 +1,5 @@
 //! Seeds of `metaroce fuzz`: the `send` steps of the committed vectors
-//! (anchors c10: one corpus with the suite), rewritten for the fuzz setup.
+//! (one corpus with the suite, conformance/FUZZ.md), rewritten for the fuzz setup.
 //!
 //! Taken from Base vectors where the harness is the requester on an RC QP.
 //! Every MR a seed names becomes the fuzz MR (`mr.X.addr` → `mr.fuzz.addr`),

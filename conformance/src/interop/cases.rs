@@ -6,7 +6,7 @@
 use super::data::{bytes, first_difference, mix};
 use super::endpoint::{CallError, Completion, Endpoint};
 use super::setup::Side;
-use serde_json::{Value, json};
+use metaroce_agent::protocol::{self as agent, PostRecv, PostSend, SendOpcode, SgeJson};
 
 /// The operations of the matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -84,15 +84,15 @@ impl Op {
         }
     }
 
-    fn wire_opcode(self) -> &'static str {
+    fn wire_opcode(self) -> SendOpcode {
         match self {
-            Op::Send => "send",
-            Op::SendImm => "send_with_imm",
-            Op::Write => "rdma_write",
-            Op::WriteImm => "rdma_write_with_imm",
-            Op::Read => "rdma_read",
-            Op::CasHit | Op::CasMiss => "atomic_cmp_and_swp",
-            Op::FetchAdd => "atomic_fetch_and_add",
+            Op::Send => SendOpcode::Send,
+            Op::SendImm => SendOpcode::SendWithImm,
+            Op::Write => SendOpcode::RdmaWrite,
+            Op::WriteImm => SendOpcode::RdmaWriteWithImm,
+            Op::Read => SendOpcode::RdmaRead,
+            Op::CasHit | Op::CasMiss => SendOpcode::AtomicCmpAndSwp,
+            Op::FetchAdd => SendOpcode::AtomicFetchAndAdd,
         }
     }
 
@@ -160,11 +160,35 @@ impl Pair<'_> {
         }
     }
 
-    fn sge(addr: u64, len: u64, lkey: u32) -> Value {
+    /// One SGE of `len` bytes (none for 0); `len` is bounded by the
+    /// regions' size, which the run keeps far below 4 GiB.
+    fn sge(addr: u64, len: u64, lkey: u32) -> Vec<SgeJson> {
         if len == 0 {
-            json!([])
+            Vec::new()
         } else {
-            json!([{"addr": addr, "length": len, "lkey": lkey}])
+            let length = u32::try_from(len).unwrap_or(u32::MAX);
+            vec![SgeJson { addr, length, lkey }]
+        }
+    }
+
+    /// A signaled `post_send` of `opcode` from `sg_list`, nothing else set.
+    fn send_wr(qpn: u32, wr_id: u64, opcode: SendOpcode, sg_list: Vec<SgeJson>) -> PostSend {
+        PostSend {
+            qpn,
+            wr_id,
+            opcode,
+            sg_list,
+            signaled: true,
+            solicited: false,
+            fence: false,
+            remote_addr: None,
+            rkey: None,
+            imm: None,
+            invalidate_rkey: None,
+            compare: None,
+            swap: None,
+            add: None,
+            ud: None,
         }
     }
 
@@ -187,26 +211,28 @@ impl Pair<'_> {
         let recv = matches!(op, Op::Send | Op::SendImm | Op::WriteImm);
         let recv_id = salt ^ 0x5EC0_0000_0000;
         if recv {
-            let sg = if op == Op::WriteImm {
-                json!([])
+            let sg_list = if op == Op::WriteImm {
+                Vec::new()
             } else {
                 Self::sge(ts.remote.addr, ts.remote.len, ts.remote.lkey)
             };
-            self.resp.call(
-                json!({"op": "post_recv", "qpn": ts.qpn, "wr_id": recv_id, "sg_list": sg}),
-                "post_recv",
-            )?;
+            let recv = PostRecv {
+                qpn: ts.qpn,
+                wr_id: recv_id,
+                sg_list,
+            };
+            self.resp.call(agent::Op::PostRecv(recv), "post_recv")?;
         }
-        let mut wr = json!({"op": "post_send", "qpn": rs.qpn, "wr_id": salt,
-            "opcode": op.wire_opcode(), "sg_list": Self::sge(rs.local.addr, n, rs.local.lkey)});
+        let sg = Self::sge(rs.local.addr, n, rs.local.lkey);
+        let mut wr = Self::send_wr(rs.qpn, salt, op.wire_opcode(), sg);
         if matches!(op, Op::Write | Op::WriteImm | Op::Read) {
-            wr["remote_addr"] = ts.remote.addr.into();
-            wr["rkey"] = ts.remote.rkey.into();
+            wr.remote_addr = Some(ts.remote.addr);
+            wr.rkey = Some(ts.remote.rkey);
         }
         if matches!(op, Op::SendImm | Op::WriteImm) {
-            wr["imm"] = imm.into();
+            wr.imm = Some(imm as u32);
         }
-        self.req.call(wr, "post_send")?;
+        self.req.call(agent::Op::PostSend(wr), "post_send")?;
         let byte_len = (op == Op::Read).then_some(n);
         let req_rule = if op == Op::Read {
             "MR-READ-7"
@@ -266,27 +292,28 @@ impl Pair<'_> {
         let sink = bytes(seed, salt ^ 0x5111, 16);
         self.resp.write_mr(&ts.remote, off - 8, &window)?;
         self.req.write_mr(&rs.local, 0, &sink)?;
-        let mut wr = json!({"op": "post_send", "qpn": rs.qpn, "wr_id": salt,
-            "opcode": op.wire_opcode(), "sg_list": Self::sge(rs.local.addr, 8, rs.local.lkey),
-            "remote_addr": ts.remote.addr + off, "rkey": ts.remote.rkey});
+        let sg = Self::sge(rs.local.addr, 8, rs.local.lkey);
+        let mut wr = Self::send_wr(rs.qpn, salt, op.wire_opcode(), sg);
+        wr.remote_addr = Some(ts.remote.addr + off);
+        wr.rkey = Some(ts.remote.rkey);
         let new = match op {
             Op::CasHit => {
-                wr["compare"] = orig.into();
-                wr["swap"] = operand.into();
+                wr.compare = Some(orig);
+                wr.swap = Some(operand);
                 operand
             }
             Op::CasMiss => {
                 // Never equal to the original: one bit differs at least.
-                wr["compare"] = (orig ^ (operand | 1)).into();
-                wr["swap"] = operand.into();
+                wr.compare = Some(orig ^ (operand | 1));
+                wr.swap = Some(operand);
                 orig
             }
             _ => {
-                wr["add"] = operand.into();
+                wr.add = Some(operand);
                 orig.wrapping_add(operand)
             }
         };
-        self.req.call(wr, "post_send")?;
+        self.req.call(agent::Op::PostSend(wr), "post_send")?;
         self.requester_completion(op, salt, Some(8), "MR-ATOM-6")?;
         self.no_completion(true)?;
         let mut want_sink = sink.clone();

@@ -1,10 +1,13 @@
 //! One end of an interop run: an agent (reference-impl/AGENT.md) reached
-//! over TCP, what its `hello` says, and typed calls whose replies are
-//! checked — a reply that is not what the protocol promises is an error
-//! with a message, never a panic.
+//! over TCP through the protocol's typed client, what its `hello` says,
+//! and typed calls whose replies are checked — a reply that is not what the
+//! protocol promises is an error with a message, never a panic.
 
-use crate::run::iut::agent_client::AgentClient;
-use serde_json::{Map, Value, json};
+use metaroce_agent::protocol::{
+    AccessFlag, Encoding, Hello, MrRef, Op, PollCq, ReadMr, RegMr, WriteMr,
+};
+use metaroce_agent::{Client, ClientError};
+use serde_json::{Map, Value};
 
 /// Why a call did not give its result.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,7 +32,7 @@ impl std::fmt::Display for CallError {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mr {
     /// The agent's handle.
-    pub handle: u64,
+    pub handle: u32,
     /// VA of the first byte.
     pub addr: u64,
     /// Bytes.
@@ -64,7 +67,7 @@ pub struct Endpoint {
     pub name: &'static str,
     /// The agent's address as given.
     pub agent: String,
-    client: AgentClient,
+    client: Client,
     /// `implementation.name` and `implementation.version`.
     pub implementation: String,
     /// Data-plane MAC.
@@ -89,7 +92,7 @@ impl Endpoint {
         mac: Option<&str>,
         ip: Option<&str>,
     ) -> Result<Self, String> {
-        let client = AgentClient::connect(agent).map_err(|e| format!("agent {name}: {e}"))?;
+        let client = Client::connect(agent).map_err(|e| format!("agent {name}: {e}"))?;
         let mut ep = Endpoint {
             name,
             agent: agent.to_string(),
@@ -103,7 +106,9 @@ impl Endpoint {
         };
         let hello = ep
             .call(
-                json!({"op": "hello", "v": 1, "client": "metaroce interop"}),
+                Op::Hello(Hello {
+                    client: Some("metaroce interop".into()),
+                }),
                 "hello",
             )
             .map_err(|e| e.to_string())?;
@@ -170,38 +175,13 @@ impl Endpoint {
             .and_then(Value::as_u64)
     }
 
-    /// Sends `request` and returns the result fields of an `ok: true` reply.
-    pub fn call(&mut self, request: Value, what: &str) -> Result<Map<String, Value>, CallError> {
+    /// Sends `op` and returns the result fields of an `ok: true` reply.
+    pub fn call(&mut self, op: Op, what: &str) -> Result<Map<String, Value>, CallError> {
         let name = self.name;
-        let reply = self
-            .client
-            .call(request)
-            .map_err(|e| CallError::Broken(format!("agent {name}: {what}: {e}")))?;
-        let Value::Object(map) = reply else {
-            return Err(CallError::Broken(format!(
-                "agent {name}: {what}: the reply is not an object"
-            )));
-        };
-        match map.get("ok") {
-            Some(Value::Bool(true)) => Ok(map),
-            Some(Value::Bool(false)) => {
-                let err = map.get("error");
-                let field = |k: &str| {
-                    err.and_then(|e| e.get(k))
-                        .and_then(Value::as_str)
-                        .unwrap_or("?")
-                        .to_string()
-                };
-                Err(CallError::Refused(format!(
-                    "agent {name}: {what}: refused: {} ({})",
-                    field("code"),
-                    field("message")
-                )))
-            }
-            _ => Err(CallError::Broken(format!(
-                "agent {name}: {what}: the reply has no boolean `ok`"
-            ))),
-        }
+        self.client.call(op).map_err(|e| match e {
+            ClientError::Refused { .. } => CallError::Refused(format!("agent {name}: {what}: {e}")),
+            ClientError::Broken(m) => CallError::Broken(format!("agent {name}: {what}: {m}")),
+        })
     }
 
     /// An unsigned field of a result.
@@ -214,31 +194,42 @@ impl Endpoint {
         })
     }
 
+    /// A 32-bit field of a result (a handle, a key).
+    pub fn field32(
+        &self,
+        map: &Map<String, Value>,
+        key: &str,
+        what: &str,
+    ) -> Result<u32, CallError> {
+        u32::try_from(self.field(map, key, what)?).map_err(|_| {
+            CallError::Broken(format!(
+                "agent {}: {what}: `{key}` exceeds 32 bits",
+                self.name
+            ))
+        })
+    }
+
     /// `reg_mr` with `length` bytes, `access`, and `canary` bytes of canary
     /// on each side (0: none).
     pub fn reg_mr(
         &mut self,
-        pd: u64,
+        pd: u32,
         length: u64,
-        access: &[&str],
+        access: &[AccessFlag],
         canary: u64,
     ) -> Result<Mr, CallError> {
-        let mut req = json!({"op": "reg_mr", "pd": pd, "length": length, "access": access});
-        if canary > 0 {
-            req["canary_len"] = canary.into();
-            req["canary_fill"] = CANARY_FILL.into();
-        }
-        let r = self.call(req, "reg_mr")?;
-        let key = |k: &str| -> Result<u32, CallError> {
-            u32::try_from(self.field(&r, k, "reg_mr")?).map_err(|_| {
-                CallError::Broken(format!(
-                    "agent {}: reg_mr: `{k}` exceeds 32 bits",
-                    self.name
-                ))
-            })
+        let req = RegMr {
+            pd,
+            length,
+            access: access.to_vec(),
+            canary_len: (canary > 0).then_some(canary),
+            canary_fill: (canary > 0).then_some(CANARY_FILL),
+            ..RegMr::default()
         };
+        let r = self.call(Op::RegMr(req), "reg_mr")?;
+        let key = |k: &str| self.field32(&r, k, "reg_mr");
         let mr = Mr {
-            handle: self.field(&r, "mr", "reg_mr")?,
+            handle: self.field32(&r, "mr", "reg_mr")?,
             addr: self.field(&r, "addr", "reg_mr")?,
             len: self.field(&r, "length", "reg_mr")?,
             lkey: key("lkey")?,
@@ -258,10 +249,13 @@ impl Endpoint {
     pub fn write_mr(&mut self, mr: &Mr, offset: u64, data: &[u8]) -> Result<(), CallError> {
         for (i, chunk) in data.chunks(self.max_data()).enumerate() {
             let at = offset + (i * self.max_data()) as u64;
-            self.call(
-                json!({"op": "write_mr", "mr": mr.handle, "offset": at, "hex": hex::encode(chunk)}),
-                "write_mr",
-            )?;
+            let req = WriteMr {
+                mr: mr.handle,
+                offset: at,
+                hex: Some(hex::encode(chunk)),
+                base64: None,
+            };
+            self.call(Op::WriteMr(req), "write_mr")?;
         }
         Ok(())
     }
@@ -272,10 +266,13 @@ impl Endpoint {
         while (out.len() as u64) < len {
             let n = (len - out.len() as u64).min(self.max_data() as u64);
             let at = offset + out.len() as u64;
-            let r = self.call(
-                json!({"op": "read_mr", "mr": mr.handle, "offset": at, "length": n}),
-                "read_mr",
-            )?;
+            let req = ReadMr {
+                mr: mr.handle,
+                offset: at,
+                length: n,
+                encoding: Encoding::Hex,
+            };
+            let r = self.call(Op::ReadMr(req), "read_mr")?;
             let bytes = r
                 .get("hex")
                 .and_then(Value::as_str)
@@ -297,7 +294,7 @@ impl Endpoint {
 
     /// The canary bytes around `mr` (`before`, `after`).
     pub fn read_canary(&mut self, mr: &Mr) -> Result<(Vec<u8>, Vec<u8>), CallError> {
-        let r = self.call(json!({"op": "read_canary", "mr": mr.handle}), "read_canary")?;
+        let r = self.call(Op::ReadCanary(MrRef { mr: mr.handle }), "read_canary")?;
         let side = |k: &str| {
             r.get(k)
                 .and_then(Value::as_str)
@@ -313,7 +310,7 @@ impl Endpoint {
     /// (each poll waits at most the agent's `max_wait_ms`).
     pub fn poll(
         &mut self,
-        cq: u64,
+        cq: u32,
         count: usize,
         wait_ms: u64,
     ) -> Result<Vec<Completion>, CallError> {
@@ -327,10 +324,12 @@ impl Endpoint {
             } else {
                 wait_ms.saturating_sub(spent).min(step)
             };
-            let r = self.call(
-                json!({"op": "poll_cq", "cq": cq, "max": 16, "wait_ms": wait}),
-                "poll_cq",
-            )?;
+            let req = PollCq {
+                cq,
+                max: 16,
+                wait_ms: wait,
+            };
+            let r = self.call(Op::PollCq(req), "poll_cq")?;
             let list = r
                 .get("completions")
                 .and_then(Value::as_array)

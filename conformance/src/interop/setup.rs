@@ -4,7 +4,9 @@
 //! IP and MAC (the GID is the IPv4-mapped address of the IP).
 
 use super::endpoint::{CallError, Endpoint, Mr};
-use serde_json::{Value, json};
+use metaroce_agent::protocol::{
+    AccessFlag, Attrs, CreateQp, Empty, ModifyQp, Op, PathAttr, QpCaps, QpTypeName, StateName,
+};
 
 /// What the run asks of the connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +27,7 @@ pub struct Params {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Side {
     /// The CQ of both queues.
-    pub cq: u64,
+    pub cq: u32,
     /// The QP.
     pub qpn: u32,
     /// Local buffer: SEND and WRITE source, READ and atomic result sink.
@@ -58,7 +60,7 @@ pub fn connect(
 
 /// `(max_rd_atomic of me, max_dest_rd_atomic of me)`, bounded by what the
 /// other side accepts and by 16.
-fn rd_atomic(me: &Endpoint, other: &Endpoint) -> (u64, u64) {
+fn rd_atomic(me: &Endpoint, other: &Endpoint) -> (u8, u8) {
     let get = |e: &Endpoint, k: &str| e.number(k).unwrap_or(1);
     let init = get(me, "max_rd_atomic")
         .min(get(other, "max_dest_rd_atomic"))
@@ -66,26 +68,39 @@ fn rd_atomic(me: &Endpoint, other: &Endpoint) -> (u64, u64) {
     let dest = get(me, "max_dest_rd_atomic")
         .min(get(other, "max_rd_atomic"))
         .clamp(1, 16);
-    (init, dest)
+    (init as u8, dest as u8)
 }
 
 fn objects(ep: &mut Endpoint, p: &Params) -> Result<Side, CallError> {
-    ep.call(json!({"op": "reset"}), "reset")?;
-    let r = ep.call(json!({"op": "alloc_pd"}), "alloc_pd")?;
-    let pd = ep.field(&r, "pd", "alloc_pd")?;
-    let r = ep.call(json!({"op": "create_cq"}), "create_cq")?;
-    let cq = ep.field(&r, "cq", "create_cq")?;
-    let local = ep.reg_mr(pd, p.mr_len, &["local_write"], p.canary)?;
-    let mut access = vec!["local_write", "remote_write", "remote_read"];
+    ep.call(Op::Reset(Empty {}), "reset")?;
+    let r = ep.call(Op::AllocPd(Empty {}), "alloc_pd")?;
+    let pd = ep.field32(&r, "pd", "alloc_pd")?;
+    let r = ep.call(Op::CreateCq(Empty {}), "create_cq")?;
+    let cq = ep.field32(&r, "cq", "create_cq")?;
+    let local = ep.reg_mr(pd, p.mr_len, &[AccessFlag::LocalWrite], p.canary)?;
+    let mut access = vec![
+        AccessFlag::LocalWrite,
+        AccessFlag::RemoteWrite,
+        AccessFlag::RemoteRead,
+    ];
     if p.atomics {
-        access.push("remote_atomic");
+        access.push(AccessFlag::RemoteAtomic);
     }
     let remote = ep.reg_mr(pd, p.mr_len, &access, p.canary)?;
-    let r = ep.call(
-        json!({"op": "create_qp", "pd": pd, "qp_type": "rc", "send_cq": cq, "recv_cq": cq,
-               "caps": {"max_send_wr": 64, "max_recv_wr": 64, "max_send_sge": 1, "max_recv_sge": 1}}),
-        "create_qp",
-    )?;
+    let qp = CreateQp {
+        pd,
+        qp_type: QpTypeName::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        sq_sig_all: false,
+        caps: QpCaps {
+            max_send_wr: 64,
+            max_recv_wr: 64,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+        },
+    };
+    let r = ep.call(Op::CreateQp(qp), "create_qp")?;
     let qpn = ep.field(&r, "qpn", "create_qp")?;
     let qpn = u32::try_from(qpn)
         .ok()
@@ -110,32 +125,46 @@ fn to_rts(
     p: &Params,
     (peer_qpn, peer_ip, peer_mac): (u32, &str, &str),
     (my_psn, peer_psn): (u32, u32),
-    (max_rd_atomic, max_dest_rd_atomic): (u64, u64),
+    (max_rd_atomic, max_dest_rd_atomic): (u8, u8),
 ) -> Result<(), CallError> {
-    let mut access = vec!["remote_write", "remote_read"];
+    let mut access = vec![AccessFlag::RemoteWrite, AccessFlag::RemoteRead];
     if p.atomics {
-        access.push("remote_atomic");
+        access.push(AccessFlag::RemoteAtomic);
     }
-    ep.call(
-        json!({"op": "modify_qp", "qpn": qpn, "state": "init", "attrs": {"access": access}}),
-        "modify_qp to INIT",
-    )?;
-    let mut rtr = json!({"dest_qpn": peer_qpn, "rq_psn": peer_psn, "pmtu": p.pmtu,
-        "max_dest_rd_atomic": max_dest_rd_atomic, "min_rnr_timer": 12,
-        "path": {"dest_mac": peer_mac, "dest_ip": peer_ip}});
+    let modify = |state, attrs| Op::ModifyQp(ModifyQp { qpn, state, attrs });
+    let init = Attrs {
+        access: Some(access),
+        ..Attrs::default()
+    };
+    ep.call(modify(StateName::Init, init), "modify_qp to INIT")?;
+    let mut rtr = Attrs {
+        dest_qpn: Some(peer_qpn),
+        rq_psn: Some(peer_psn),
+        pmtu: Some(p.pmtu),
+        max_dest_rd_atomic: Some(max_dest_rd_atomic),
+        min_rnr_timer: Some(12),
+        path: Some(PathAttr {
+            dest_mac: peer_mac.to_string(),
+            dest_ip: peer_ip.to_string(),
+            traffic_class: 0,
+            hop_limit: 64,
+        }),
+        ..Attrs::default()
+    };
     if p.mp {
-        rtr["mp"] = Value::Bool(true);
-        rtr["mp_entropy_set_size"] = 8.into();
-        rtr["mp_window"] = 1024.into();
+        rtr.mp = Some(true);
+        rtr.mp_entropy_set_size = Some(8);
+        rtr.mp_window = Some(1024);
     }
-    ep.call(
-        json!({"op": "modify_qp", "qpn": qpn, "state": "rtr", "attrs": rtr}),
-        "modify_qp to RTR",
-    )?;
-    ep.call(
-        json!({"op": "modify_qp", "qpn": qpn, "state": "rts", "attrs": {"sq_psn": my_psn,
-            "timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "max_rd_atomic": max_rd_atomic}}),
-        "modify_qp to RTS",
-    )?;
+    ep.call(modify(StateName::Rtr, rtr), "modify_qp to RTR")?;
+    let rts = Attrs {
+        sq_psn: Some(my_psn),
+        timeout: Some(14),
+        retry_cnt: Some(7),
+        rnr_retry: Some(7),
+        max_rd_atomic: Some(max_rd_atomic),
+        ..Attrs::default()
+    };
+    ep.call(modify(StateName::Rts, rts), "modify_qp to RTS")?;
     Ok(())
 }

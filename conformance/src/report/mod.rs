@@ -1,4 +1,4 @@
-//! Reports of a suite run (DESIGN §2.3): a terminal summary, JUnit XML,
+//! Reports of a suite run: a terminal summary, JUnit XML,
 //! JSON with a versioned schema, a self-contained HTML certification
 //! report, and a pcapng of every test's traffic with per-packet comments.
 

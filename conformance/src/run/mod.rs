@@ -1,4 +1,4 @@
-//! The conformance runner (DESIGN §2.1–2.3): binds a vector set to an IUT,
+//! The conformance runner: binds a vector set to an IUT,
 //! runs every test, and collects verdicts for the reports.
 //!
 //! - [`iut`]: the implementations under test (builtin, raw, pcap);
@@ -64,7 +64,7 @@ impl SuiteResult {
         self.tests.iter().filter(|t| t.verdict == verdict).count()
     }
 
-    /// The exit code of DESIGN §2.3.
+    /// The exit code of the contract in [`crate::exit`].
     pub fn exit_code(&self) -> u8 {
         if self.count(Verdict::Fail) > 0 {
             crate::exit::FAIL

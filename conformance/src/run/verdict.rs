@@ -1,4 +1,4 @@
-//! Verdicts and what a test leaves behind (DESIGN §2.3).
+//! Verdicts and what a test leaves behind.
 
 use schemars::JsonSchema;
 use serde::Serialize;

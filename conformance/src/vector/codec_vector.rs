@@ -1,4 +1,4 @@
-//! Static codec vectors (DESIGN §2.2): bytes ↔ fields ↔ verdict, no IUT.
+//! Static codec vectors (vectors/README.md): bytes ↔ fields ↔ verdict, no IUT.
 //! They live under `vectors/codec/` and are judged by the codec and the
 //! spec model's per-packet validators alone.
 

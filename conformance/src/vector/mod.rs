@@ -1,4 +1,4 @@
-//! Vectors (DESIGN §2.2): the YAML format, its loader and its JSON Schema.
+//! Vectors (vectors/README.md): the YAML format, its loader and its JSON Schema.
 //!
 //! - [`model`]: the typed vector (one conversation test against an IUT);
 //! - [`codec_vector`]: static codec vectors (bytes ↔ fields ↔ verdict);

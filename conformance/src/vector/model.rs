@@ -1,4 +1,4 @@
-//! The typed form of a vector file (DESIGN §2.2). Every struct rejects
+//! The typed form of a vector file (vectors/README.md). Every struct rejects
 //! unknown keys; `vectors/schema.json` is generated from these types
 //! (`metaroce vectors schema`).
 

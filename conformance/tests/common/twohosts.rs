@@ -48,8 +48,7 @@ impl Drop for TwoHosts {
 }
 
 // The SKIP/CI rule and `run` are the reference transport's veth tests' own.
-#[path = "../../../reference-impl/tests/netns/mod.rs"]
-mod netns;
+use metaroce_test_support::netns;
 pub use netns::{run as sh, skip};
 
 /// The `metaroce-ref` binary beside `metaroce`.

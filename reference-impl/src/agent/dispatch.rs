@@ -5,16 +5,17 @@
 //! Every request is checked completely before the device is touched, so a
 //! rejected request leaves the device and the agent's tables unchanged.
 
-use super::encoding::{base64_encode, bytes_field, format_mac, hex_encode, parse_mac};
 use super::mp::negotiate;
-use super::profile::CapabilityProfile;
-use super::protocol::*;
+use super::profile::reference_profile;
 use crate::{
     Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MrInfo, PdHandle,
     QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, VerbsError,
     WcOpcode, WcStatus, WorkCompletion, WrOp,
 };
-use core::net::{IpAddr, Ipv4Addr};
+use metaroce_agent::CapabilityProfile;
+use metaroce_agent::check::{check_poll, ipv4, obj, qpn24, room, unknown};
+use metaroce_agent::encoding::{base64_encode, bytes_field, format_mac, hex_encode, parse_mac};
+use metaroce_agent::protocol::*;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,7 +52,7 @@ impl AgentConfig {
             seed,
             implementation,
             version: env!("CARGO_PKG_VERSION").into(),
-            profile: CapabilityProfile::reference(&device),
+            profile: reference_profile(&device),
         }
     }
 }
@@ -120,9 +121,7 @@ pub struct Agent {
 
 type Res<T> = Result<T, AgentError>;
 
-pub(super) fn bad(code: ErrorCode, field: &str, why: impl core::fmt::Display) -> AgentError {
-    AgentError::field(code, field, why)
-}
+pub(super) use metaroce_agent::check::bad;
 
 impl Agent {
     /// An agent with a fresh device.
@@ -183,7 +182,7 @@ impl Agent {
             Op::DestroyQp(r) => self.destroy_qp(r.qpn),
             Op::PostSend(r) => self.post_send(&r),
             Op::PostRecv(r) => self.post_recv(&r),
-            Op::PollCq(r) => match self.check_poll(&r) {
+            Op::PollCq(r) => match check_poll(&r, self.cqs.contains(&r.cq)) {
                 Err(e) => Err(e),
                 Ok(()) => {
                     let pending = PendingPoll {
@@ -842,25 +841,6 @@ impl Agent {
         Ok(Map::new())
     }
 
-    fn check_poll(&self, r: &PollCq) -> Res<()> {
-        self.cq(r.cq, "cq")?;
-        if !(1..=MAX_POLL).contains(&r.max) {
-            return Err(bad(
-                ErrorCode::OutOfRange,
-                "max",
-                format!("{} is outside 1..={MAX_POLL}", r.max),
-            ));
-        }
-        if r.wait_ms > MAX_WAIT_MS {
-            return Err(bad(
-                ErrorCode::OutOfRange,
-                "wait_ms",
-                format!("{} is outside 0..={MAX_WAIT_MS}", r.wait_ms),
-            ));
-        }
-        Ok(())
-    }
-
     fn counters(&self) -> Map<String, Value> {
         let c = self.device.counters();
         obj(json!({
@@ -894,76 +874,12 @@ impl Agent {
     }
 }
 
-fn room(n: usize, what: &str) -> Res<()> {
-    if n >= MAX_OBJECTS {
-        Err(AgentError::general(
-            ErrorCode::ResourceExhausted,
-            format!("at most {MAX_OBJECTS} {what}"),
-        ))
-    } else {
-        Ok(())
-    }
-}
-
-fn unknown(field: &str, v: u32) -> AgentError {
-    bad(
-        ErrorCode::UnknownHandle,
-        field,
-        format!("no such handle {v}"),
-    )
-}
-
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
-fn ipv4(s: &str, field: &str) -> Res<Ipv4Addr> {
-    match s.parse::<IpAddr>() {
-        Ok(IpAddr::V4(ip)) => Ok(ip),
-        Ok(IpAddr::V6(_)) => Err(bad(
-            ErrorCode::Unsupported,
-            field,
-            "IPv6 is not supported (profile ipv6: false)",
-        )),
-        Err(_) => Err(bad(
-            ErrorCode::BadValue,
-            field,
-            format!("{s:?} is not an IP address"),
-        )),
-    }
-}
-
-fn qpn24(v: u32, field: &str) -> Res<u32> {
-    if v <= 0xFF_FFFF {
-        Ok(v)
-    } else {
-        Err(bad(
-            ErrorCode::OutOfRange,
-            field,
-            format!("{v} does not fit 24 bits"),
-        ))
-    }
-}
-
 fn sges(list: &[SgeJson], max: u32) -> Res<Vec<Sge>> {
-    if list.len() > max as usize {
-        return Err(bad(
-            ErrorCode::OutOfRange,
-            "sg_list",
-            format!("{} SGEs, at most {max}", list.len()),
-        ));
-    }
-    Ok(list
-        .iter()
-        .map(|s| Sge {
-            addr: s.addr,
-            len: s.length,
-            lkey: s.lkey,
-        })
-        .collect())
+    metaroce_agent::check::sges(list, max, |s| Sge {
+        addr: s.addr,
+        len: s.length,
+        lkey: s.lkey,
+    })
 }
 
 /// Maps a verbs rejection to a stable code; `field` is the request field

@@ -1,10 +1,12 @@
 //! The agent: the control plane through which the conformance harness
-//! drives an implementation under test (DESIGN §2.1, SPEC §1.6). The
+//! drives an implementation under test (SPEC §1.6). The
 //! protocol — JSON lines over TCP, version 1 — is specified in
 //! `reference-impl/AGENT.md` so that a NIC vendor can implement it over
 //! libibverbs; this module is the reference transport's implementation.
 //!
-//! - [`protocol`]: requests, results, error codes, the line parser;
+//! - [`protocol`], [`encoding`]: requests, results, error codes, the line
+//!   parser, from the protocol's own crate `metaroce-agent`;
+//! - [`profile`]: the reference transport's capability profile;
 //! - [`dispatch`]: [`Agent`], a pure request → reply function over a
 //!   [`crate::Device`] (no socket, no clock); `mp`: the MP attributes of
 //!   `modify_qp` (AGENT.md §6.9);
@@ -17,14 +19,13 @@
 pub mod cli;
 pub mod dataplane;
 pub mod dispatch;
-pub mod encoding;
 mod mp;
 pub mod profile;
-pub mod protocol;
 pub mod server;
 
 pub use dataplane::{ChannelLink, Clock, DataPlane, NullLink};
 pub use dispatch::{Action, Agent, AgentConfig, PendingPoll};
-pub use profile::CapabilityProfile;
+pub use metaroce_agent::{CapabilityProfile, encoding, protocol};
+pub use profile::reference_profile;
 pub use protocol::{AgentError, ErrorCode, Reply, Request};
 pub use server::{Server, ServerConfig, ServerHandle};

@@ -4,11 +4,11 @@
 //! dispatcher passes the QP as it is now; nothing here touches the device.
 
 use super::dispatch::{bad, state_name, verbs};
-use super::profile::CapabilityProfile;
-use super::protocol::{AgentError, Attrs, ErrorCode};
 use crate::mp::config::{ENTROPY_SET_MAX, WINDOW_MAX};
 use crate::qp::state::lookup;
 use crate::{MpAttrs, MpEntropy, MpTuning, QpInfo, QpState, QpType, VerbsError};
+use metaroce_agent::CapabilityProfile;
+use metaroce_agent::protocol::{AgentError, Attrs, ErrorCode};
 
 /// The MP attributes `a` of a `modify_qp` to `to` on the QP `info`
 /// (AGENT.md §6.9, SPEC §7.1), under the profile `p`: `None` for a Base

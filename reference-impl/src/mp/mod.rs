@@ -21,9 +21,10 @@ pub(crate) mod responder;
 pub(crate) mod rtt;
 pub(crate) mod sack;
 
-use crate::qp::{Env, QpConfig, QpState, QueueDepths};
+use crate::qp_config::{Env, QpConfig, QueueDepths};
 use crate::rx::RxPacket;
 use config::MpConfig;
+use metaroce_agent::qp_state::QpState;
 use requester::MpRequester;
 use responder::MpResponder;
 

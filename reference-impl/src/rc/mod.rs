@@ -3,8 +3,9 @@
 pub(crate) mod requester;
 pub(crate) mod responder;
 
-use crate::qp::{Env, QpConfig, QpState, QueueDepths};
+use crate::qp_config::{Env, QpConfig, QueueDepths};
 use crate::rx::RxPacket;
+use metaroce_agent::qp_state::QpState;
 use requester::Requester;
 use responder::Responder;
 

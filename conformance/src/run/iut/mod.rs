@@ -1,4 +1,4 @@
-//! Implementations under test (DESIGN §2.1): a data plane (whole frames in
+//! Implementations under test (SPEC §1.6): a data plane (whole frames in
 //! and out) and a control plane (the agent protocol of
 //! `reference-impl/AGENT.md`), behind one trait.
 //!

@@ -131,17 +131,8 @@ pub struct PeerArgs {
     seed: Option<[u8; 32]>,
 }
 
-pub(crate) fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let mut mac = [0u8; 6];
-    if parts.len() != 6 {
-        return Err(format!("{s:?}: a MAC is six hex bytes joined by ':'"));
-    }
-    for (b, p) in mac.iter_mut().zip(parts) {
-        *b = u8::from_str_radix(p, 16).map_err(|e| format!("{s:?}: {p:?}: {e}"))?;
-    }
-    Ok(mac)
-}
+/// The one MAC parser (`aa:bb:cc:dd:ee:ff`), the agent protocol's.
+pub(crate) use metaroce_ref::agent::encoding::parse_mac;
 
 pub(crate) fn parse_seed(s: &str) -> Result<[u8; 32], String> {
     let mut seed = [0u8; 32];

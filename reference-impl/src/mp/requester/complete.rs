@@ -5,7 +5,7 @@ use super::MpRequester;
 use crate::cq::WcStatus;
 use crate::mp::loss::{LossRule, UnitState};
 use crate::mp::rtt::sample_from_echo;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::rx::RxPacket;
 use crate::timing::rnr_timer_ns;
 use metaroce_codec::Opcode;

@@ -19,7 +19,7 @@ use super::probe::Probes;
 use super::rtt::RttEstimator;
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::error::VerbsError;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::wr::{SendWr, WrOp};
 use metaroce_codec::Psn;
 use std::collections::{BTreeSet, VecDeque};

@@ -8,7 +8,7 @@ use crate::cq::WcStatus;
 use crate::mp::cc::LossKind;
 use crate::mp::loss::LossRule;
 use crate::mp::rtt::sample_from_echo;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::rx::RxPacket;
 use crate::wire::ECN_CE;
 

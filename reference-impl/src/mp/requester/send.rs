@@ -7,7 +7,7 @@ use super::{MpRequester, MpWqe};
 use crate::cq::WcStatus;
 use crate::mp::loss::{Unit, UnitState};
 use crate::mr::PdHandle;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::wire::{Out, Path};
 use crate::wr::{Sge, WrOp};
 use metaroce_codec::ext::{AtomicEthRepr, IethRepr, ImmDtRepr, MpethRepr, RethRepr};

@@ -9,7 +9,7 @@ mod place;
 use super::config::MpConfig;
 use super::entropy::EntropySet;
 use super::sack::{PsnClass, RecvMap};
-use crate::qp::{Env, QpConfig, flushed_recv};
+use crate::qp_config::{Env, QpConfig, flushed_recv};
 use crate::rx::RxPacket;
 use crate::wire::ECN_CE;
 use crate::wr::RecvWr;

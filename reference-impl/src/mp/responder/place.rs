@@ -8,7 +8,7 @@ use super::ack::{Job, Trigger};
 use super::{Exec, Kept, MpResponder, Msg};
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::mr::Access;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::rx::RxPacket;
 use crate::timing::rnr_timer_ns;
 use metaroce_codec::Opcode;

@@ -3,7 +3,7 @@
 
 use super::{Requester, RetryCause};
 use crate::cq::WcStatus;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::rx::RxPacket;
 use crate::wr::WrOp;
 use metaroce_codec::ext::SyndromeKind;

@@ -12,7 +12,7 @@ mod retry;
 
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::error::VerbsError;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::wr::{SendWr, WrOp};
 use metaroce_codec::Psn;
 use std::collections::VecDeque;

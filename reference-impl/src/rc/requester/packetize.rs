@@ -4,7 +4,7 @@
 
 use super::{Requester, SendWqe};
 use crate::cq::WcStatus;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::wire::Out;
 use crate::wr::WrOp;
 use metaroce_codec::Opcode;

@@ -2,7 +2,7 @@
 
 use super::{Requester, RetryCause};
 use crate::cq::WcStatus;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::timing::{local_ack_timeout_ns, rnr_timer_ns};
 use metaroce_codec::Psn;
 

@@ -7,7 +7,7 @@ use super::dup::Slot;
 use super::{ACK_SYNDROME, InProgress, Responder};
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::mr::{Access, MemFault};
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use crate::rx::RxPacket;
 use crate::wr::RecvWr;
 use metaroce_codec::Opcode;

@@ -9,7 +9,7 @@ mod psn;
 mod rnr;
 
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
-use crate::qp::{Env, QpConfig, flushed_recv};
+use crate::qp_config::{Env, QpConfig, flushed_recv};
 use crate::rx::RxPacket;
 use crate::wr::RecvWr;
 use ack::{Response, Responses};

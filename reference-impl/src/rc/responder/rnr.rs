@@ -3,7 +3,7 @@
 use super::Responder;
 use super::ack::Response;
 use super::psn::GapState;
-use crate::qp::{Env, QpConfig};
+use crate::qp_config::{Env, QpConfig};
 use metaroce_codec::Psn;
 
 impl Responder {

@@ -4,7 +4,6 @@
 //! Network rule: the only traffic is on the veth pair between the two
 //! namespaces a test creates (and on their own loopbacks); a guard deletes
 //! the namespaces (and with them the veth pair) on every path.
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

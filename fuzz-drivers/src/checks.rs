@@ -1,10 +1,7 @@
 //! The properties the `codec_parse` and `codec_roundtrip` targets check, in
 //! one place.
-//!
-//! This file is compiled twice: as `metaroce_fuzz::checks` in the fuzz crate,
-//! and by the main workspace's corpus replay (`codec/tests/fuzz_corpus.rs`,
-//! through `#[path]`), which cannot depend on the fuzz crate. So it may use
-//! only `std` and `metaroce_codec`.
+//! The fuzz targets and the corpus replay (`codec/tests/fuzz_corpus.rs`)
+//! both call them.
 //!
 //! A violated property is an `Err` describing it; a panic inside the codec
 //! stays a panic. The fuzz targets turn an `Err` into a panic, so libFuzzer

@@ -7,9 +7,8 @@
 //! packet targets; `stateful.dict` spells them as the stateful targets'
 //! input format reads them (little-endian), for `model_stateful`,
 //! `reference_stateful` and `differential`. `cargo run --example gen-dict`
-//! writes both; `codec/tests/fuzz_dict.rs` (which includes this file by
-//! path, so it may use only `std` and `metaroce_codec`) fails when the
-//! committed files differ from what this generates.
+//! writes both; `codec/tests/fuzz_dict.rs` fails when the committed files
+//! differ from what this generates.
 
 use metaroce_codec::ext::{Syndrome, SyndromeKind};
 use metaroce_codec::{Dialect, Opcode};

@@ -2,12 +2,9 @@
 //! fuzz input, run against the spec model (`model`), the reference transport
 //! (`reference`), or both (`differential`), with the checks each target makes.
 //!
-//! This directory is compiled twice: as `metaroce_fuzz::stateful` in the fuzz
-//! crate, and by the main workspace's corpus replay
-//! (`conformance/tests/fuzz_stateful_corpus.rs`, through `#[path]`), which
-//! cannot depend on the fuzz crate. So it may use only `std`,
-//! `metaroce_codec`, `metaroce_spec` and `metaroce_ref`, and refers to its own
-//! modules through `super::`.
+//! The fuzz targets run them, and so do the corpus replays of the main
+//! workspace (`conformance/tests/fuzz_stateful_corpus.rs`,
+//! `conformance/tests/fuzz_differential_zoo.rs`).
 //!
 //! Every `run` is bounded: at most `MAX_EVENTS` events per input, frames and
 //! timers per event capped, and queues that drop their oldest entry when full.

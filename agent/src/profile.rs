@@ -1,0 +1,49 @@
+//! The capability profile of SPEC §2 as `hello` reports it.
+
+use serde::{Deserialize, Serialize};
+
+/// Every key of SPEC §2, with its type. `hello` sends them all, so the
+/// harness never relies on a default (MR-PICS-1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)] // the keys of SPEC §2 of the same names
+pub struct CapabilityProfile {
+    pub rc: bool,
+    pub uc: bool,
+    pub ud: bool,
+    pub atomics: bool,
+    pub flush: bool,
+    pub atomic_write: bool,
+    pub send_with_invalidate: bool,
+    pub immediate: bool,
+    pub ipv4: bool,
+    pub ipv6: bool,
+    pub vlan: bool,
+    pub sqd: bool,
+    pub max_pmtu: u32,
+    pub max_msg_size: u64,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub credits: bool,
+    pub cnp_generation: bool,
+    /// `qp`, `ip_pair` or `port`.
+    pub cnp_pacing_scope: String,
+    pub dcqcn_reaction: bool,
+    /// `zero` or `computed`.
+    pub udp_checksum_tx: String,
+    pub counters: bool,
+    pub implementation_chosen_psn: bool,
+    pub mp: bool,
+    pub mp_entropy_set_max: u32,
+    pub mp_window_max: u32,
+    pub mp_trimming: bool,
+    pub mp_flow_label_entropy: bool,
+    pub mp_max_staged_bytes: u64,
+    /// Connection setup through the CM on QP 1 (SPEC §6.22); absent in
+    /// profiles written before v1.1, hence the default.
+    #[serde(default)]
+    pub cm: bool,
+    /// The host stores 64-bit integers big-endian (SPEC §6.16, MR-ATOM-6).
+    #[serde(default)]
+    pub host_big_endian: bool,
+}
