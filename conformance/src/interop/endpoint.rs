@@ -77,6 +77,9 @@ pub struct Endpoint {
     pub limits: Map<String, Value>,
     /// The operations the agent supports.
     pub ops: Vec<String>,
+    /// The wall clock of the current cell (docs/budgets.md): once spent,
+    /// every call is an error, so a wedged agent costs one cell.
+    meter: Option<crate::run::budget::Meter>,
 }
 
 impl Endpoint {
@@ -100,6 +103,7 @@ impl Endpoint {
             profile: Map::new(),
             limits: Map::new(),
             ops: Vec::new(),
+            meter: None,
         };
         let hello = ep
             .call(
@@ -173,6 +177,10 @@ impl Endpoint {
     /// Sends `request` and returns the result fields of an `ok: true` reply.
     pub fn call(&mut self, request: Value, what: &str) -> Result<Map<String, Value>, CallError> {
         let name = self.name;
+        if let Some(m) = &self.meter {
+            m.wall()
+                .map_err(|e| CallError::Broken(format!("agent {name}: {what}: {e}")))?;
+        }
         let reply = self
             .client
             .call(request)
@@ -202,6 +210,11 @@ impl Endpoint {
                 "agent {name}: {what}: the reply has no boolean `ok`"
             ))),
         }
+    }
+
+    /// Bounds the calls from now on by `budget`'s wall clock; `None`: unbounded.
+    pub fn set_budget(&mut self, budget: Option<crate::run::budget::Budget>) {
+        self.meter = budget.map(crate::run::budget::Meter::start);
     }
 
     /// An unsigned field of a result.

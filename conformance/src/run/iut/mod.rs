@@ -81,4 +81,13 @@ pub trait Iut {
 
     /// Drops every frame received and not yet taken (between tests).
     fn drain(&mut self) -> Result<Vec<Observed>, IutError>;
+
+    /// A test begins with `budget` (docs/budgets.md): the adapter bounds
+    /// its own loops by it from now on (a virtual-time IUT counts its
+    /// events, a live one checks the wall clock while it drains), and
+    /// returns the error of [`super::budget::Meter`] when it is spent.
+    /// The session checks the wall clock between calls itself.
+    fn start_budget(&mut self, budget: super::budget::Budget) {
+        let _ = budget;
+    }
 }
