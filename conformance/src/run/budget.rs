@@ -174,6 +174,11 @@ impl Iut for Metered<'_> {
         self.inner.send(frame)
     }
 
+    fn send_held(&mut self, frame: &[u8]) -> Result<(), IutError> {
+        self.meter.wall()?;
+        self.inner.send_held(frame)
+    }
+
     fn recv(&mut self, deadline_ns: u64) -> Result<Option<Observed>, IutError> {
         self.meter.wall()?;
         self.inner.recv(deadline_ns)

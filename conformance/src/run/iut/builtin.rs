@@ -35,6 +35,8 @@ pub struct Builtin {
     /// The device's next timer as this IUT sees it: the device's own
     /// (`poll_timeout`), or a test's livelocked one.
     next_timer: fn(&Agent) -> Option<u64>,
+    /// A held frame (a burst's) was handled and the device not serviced.
+    held: bool,
 }
 
 /// The device's own next timer.
@@ -68,6 +70,7 @@ impl Builtin {
             label,
             meter: Meter::default(),
             next_timer: device_timer,
+            held: false,
         })
     }
 
@@ -84,6 +87,7 @@ impl Builtin {
     /// Gives the device the time and collects what it sends, each frame
     /// counted against the event budget.
     fn service(&mut self) -> Result<(), IutError> {
+        self.held = false;
         let now = self.now;
         let device = self.agent.device_mut();
         device.handle_timeout(now);
@@ -156,7 +160,19 @@ impl Iut for Builtin {
         self.service()
     }
 
+    fn send_held(&mut self, frame: &[u8]) -> Result<(), IutError> {
+        // Not serviced: what the frame makes the device queue stays queued
+        // until the burst's last frame has arrived too.
+        let now = self.now;
+        self.agent.device_mut().handle_frame(now, frame);
+        self.held = true;
+        Ok(())
+    }
+
     fn recv(&mut self, deadline_ns: u64) -> Result<Option<Observed>, IutError> {
+        if self.held {
+            self.service()?;
+        }
         loop {
             if let Some(frame) = self.queue.pop_front() {
                 return Ok(Some(frame));

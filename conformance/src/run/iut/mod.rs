@@ -68,6 +68,13 @@ pub trait Iut {
     /// Sends one frame to the IUT.
     fn send(&mut self, frame: &[u8]) -> Result<(), IutError>;
 
+    /// Sends one frame of a burst: the IUT may not transmit before the
+    /// next [`Iut::send`]. A live IUT cannot be held: the frame leaves now
+    /// and the next follows back to back (the default).
+    fn send_held(&mut self, frame: &[u8]) -> Result<(), IutError> {
+        self.send(frame)
+    }
+
     /// The next frame from the IUT, waiting until `deadline_ns` at the latest;
     /// `None` when none came by then. On virtual time, time advances to
     /// the frame (or the deadline).

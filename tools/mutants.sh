@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Mutation testing of the reference transport with the conformance suite as
+# the oracle (docs/mutation-testing.md). cargo-mutants mutates the chosen
+# files of reference-impl/src, one mutant at a time; a mutant is caught when
+# `the_committed_suite_passes_on_the_reference_transport` fails on it.
+#
+#   tools/mutants.sh [--minutes N] [--timeout S] [--out DIR] [--triage FILE] FILE...
+#
+# FILE: paths under reference-impl/src (e.g. reference-impl/src/rc/responder/ack.rs).
+# --minutes  bound of the whole run (default 15); mutants not reached are
+#            reported as not run.
+# --timeout  bound of one mutant's test, seconds (default 180).
+# --out      where cargo-mutants writes mutants.out/ (default target/mutants).
+# --triage   a triage file (tools/mutants-triage.txt): a missed mutant listed
+#            there is "triaged"; the exit code is 1 only for an untriaged one.
+# Prints one Markdown table per file: caught, missed (triaged), timeout, unviable.
+# Needs cargo-mutants 27 (`cargo install cargo-mutants --locked`).
+set -euo pipefail
+
+minutes=15
+timeout_s=180
+out=target/mutants
+triage=""
+files=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --minutes) minutes="$2"; shift 2 ;;
+        --timeout) timeout_s="$2"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        --triage) triage="$2"; shift 2 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -*) echo "tools/mutants.sh: unknown option $1" >&2; exit 4 ;;
+        *) files+=("$1"); shift ;;
+    esac
+done
+if [ ${#files[@]} -eq 0 ]; then
+    echo "tools/mutants.sh: name at least one file under reference-impl/src" >&2
+    exit 4
+fi
+top=$(git rev-parse --show-toplevel)
+cd "$top"
+for f in "${files[@]}"; do
+    case "$f" in
+        reference-impl/src/*.rs) [ -f "$f" ] || { echo "tools/mutants.sh: no file $f" >&2; exit 4; } ;;
+        *) echo "tools/mutants.sh: $f is not under reference-impl/src" >&2; exit 4 ;;
+    esac
+done
+if ! cargo mutants --version >/dev/null 2>&1; then
+    echo "tools/mutants.sh: cargo-mutants is missing: cargo install cargo-mutants --locked" >&2
+    exit 4
+fi
+
+file_args=()
+for f in "${files[@]}"; do file_args+=(--file "$f"); done
+mkdir -p "$out"
+# The workspace's own target/ keeps the dependencies built: cargo-mutants
+# builds its copy of the tree there (the copy's crates get their own
+# artifacts; registry crates are shared).
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$top/target}"
+started=$(date -u +%FT%TZ)
+set +e
+# --baseline=skip: cargo-mutants 27's baseline ignores --test-package and
+# would run every test of the workspace; the tree is known to pass.
+timeout --signal=INT --kill-after=30 "$((minutes * 60))" \
+    cargo mutants --package metaroce-ref "${file_args[@]}" \
+    --test-package metaroce-conformance --baseline=skip \
+    --timeout "$timeout_s" --build-timeout 600 --jobs 1 --output "$out" \
+    -- --test runner -- --exact the_committed_suite_passes_on_the_reference_transport
+status=$?
+set -e
+mo="$out/mutants.out"
+echo
+echo "## Mutants of the reference transport vs. the conformance suite"
+echo
+echo "Run $started, $(git rev-parse --short HEAD), bound ${minutes} min, ${timeout_s} s per mutant$( [ $status -eq 124 ] && echo ': **the time bound ended the run**; mutants not listed were not run')."
+echo
+echo "| file | caught | missed (triaged) | timeout | unviable |"
+echo "|---|---:|---:|---:|---:|"
+untriaged=0
+count() { [ -f "$mo/$1" ] && grep -c "^$2:" "$mo/$1" || echo 0; }
+for f in "${files[@]}"; do
+    missed=$(count missed.txt "$f")
+    triaged=0
+    if [ -n "$triage" ] && [ -f "$mo/missed.txt" ]; then
+        while IFS= read -r line; do
+            # A triage line is `file: <mutant text as cargo-mutants prints it, without the line:col> | reason`.
+            text=$(printf '%s' "$line" | sed -E 's/^([^:]+):[0-9]+:[0-9]+: /\1: /')
+            if grep -qF -- "$text |" "$triage"; then
+                triaged=$((triaged + 1))
+            else
+                echo "UNTRIAGED: $line" >&2
+                untriaged=$((untriaged + 1))
+            fi
+        done < <(grep "^$f:" "$mo/missed.txt")
+    fi
+    echo "| \`${f#reference-impl/src/}\` | $(count caught.txt "$f") | $missed ($triaged) | $(count timeout.txt "$f") | $(count unviable.txt "$f") |"
+done
+echo
+if [ -f "$mo/missed.txt" ] && [ -s "$mo/missed.txt" ]; then
+    echo "Missed:"
+    echo
+    sed 's/^/- /' "$mo/missed.txt"
+fi
+if [ -n "$triage" ] && [ "$untriaged" -gt 0 ]; then
+    echo "tools/mutants.sh: $untriaged missed mutant(s) not in $triage" >&2
+    exit 1
+fi
+exit 0
