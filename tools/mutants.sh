@@ -4,9 +4,14 @@
 # files of reference-impl/src, one mutant at a time; a mutant is caught when
 # `the_committed_suite_passes_on_the_reference_transport` fails on it.
 #
-#   tools/mutants.sh [--minutes N] [--timeout S] [--out DIR] [--triage FILE] FILE...
+#   tools/mutants.sh [--minutes N] [--timeout S] [--out DIR] [--triage FILE]
+#                    [--changed BASE] [--shard] [FILE...]
 #
 # FILE: paths under reference-impl/src (e.g. reference-impl/src/rc/responder/ack.rs).
+# --changed  also the .rs files of reference-impl/src/rc and /mp that differ
+#            from git revision BASE (CI: the files a change touches).
+# --shard    when no file is named (or --changed found none): one file of
+#            rc/ and mp/, chosen by the day of the year (a rotating shard).
 # --minutes  bound of the whole run (default 15); mutants not reached are
 #            reported as not run.
 # --timeout  bound of one mutant's test, seconds (default 180).
@@ -21,6 +26,8 @@ minutes=15
 timeout_s=180
 out=target/mutants
 triage=""
+changed=""
+shard=0
 files=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -28,17 +35,29 @@ while [ $# -gt 0 ]; do
         --timeout) timeout_s="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --triage) triage="$2"; shift 2 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        --changed) changed="$2"; shift 2 ;;
+        --shard) shard=1; shift ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         -*) echo "tools/mutants.sh: unknown option $1" >&2; exit 4 ;;
         *) files+=("$1"); shift ;;
     esac
 done
-if [ ${#files[@]} -eq 0 ]; then
-    echo "tools/mutants.sh: name at least one file under reference-impl/src" >&2
-    exit 4
-fi
 top=$(git rev-parse --show-toplevel)
 cd "$top"
+if [ -n "$changed" ]; then
+    while IFS= read -r f; do
+        [ -f "$f" ] && files+=("$f")
+    done < <(git diff --name-only "$changed" -- 'reference-impl/src/rc/*.rs' 'reference-impl/src/mp/*.rs')
+fi
+if [ ${#files[@]} -eq 0 ] && [ "$shard" -eq 1 ]; then
+    mapfile -t all < <(git ls-files 'reference-impl/src/rc/*.rs' 'reference-impl/src/mp/*.rs' | sort)
+    day=$((10#$(date -u +%j)))
+    files=("${all[$((day % ${#all[@]}))]}")
+fi
+if [ ${#files[@]} -eq 0 ]; then
+    echo "tools/mutants.sh: no file to mutate (name files under reference-impl/src, or --changed BASE / --shard)" >&2
+    exit 4
+fi
 for f in "${files[@]}"; do
     case "$f" in
         reference-impl/src/*.rs) [ -f "$f" ] || { echo "tools/mutants.sh: no file $f" >&2; exit 4; } ;;
