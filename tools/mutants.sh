@@ -72,10 +72,11 @@ fi
 file_args=()
 for f in "${files[@]}"; do file_args+=(--file "$f"); done
 mkdir -p "$out"
-# The workspace's own target/ keeps the dependencies built: cargo-mutants
-# builds its copy of the tree there (the copy's crates get their own
-# artifacts; registry crates are shared).
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$top/target}"
+# A target directory of its own, kept between runs (dependencies are built
+# once). Not the workspace's target/: the copy's crates get the same
+# artifact names as the workspace's (cargo hashes workspace-relative paths),
+# so a mutant built there would be taken as fresh by the next ordinary build.
+export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$top/target/mutants-target}"
 started=$(date -u +%FT%TZ)
 set +e
 # --baseline=skip: cargo-mutants 27's baseline ignores --test-package and

@@ -89,3 +89,39 @@ fn the_same_tests_pass_on_the_device_s_own_timer() {
         assert_eq!(t.verdict, Verdict::Pass, "{}: {:?}", t.id, t.reason);
     }
 }
+
+/// Always due, timer armed or not.
+fn always_due(_: &Agent) -> Option<u64> {
+    Some(0)
+}
+
+#[test]
+fn a_livelocked_iut_is_a_hang_finding_of_the_fuzzer_with_its_reproducer() {
+    let set = crate::vector::load_dir(&vectors().join("base")).expect("the committed vectors load");
+    let (seeds, _) = crate::fuzz::seeds::from_vectors(&set);
+    let options = crate::fuzz::FuzzOptions {
+        packets: 8,
+        batch: 8,
+        max_replays: 2,
+        max_findings: 1,
+        budget: Budget {
+            events: 20_000,
+            wall: Duration::from_secs(60),
+        },
+        ..Default::default()
+    };
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut iut = Builtin::with_timer(1, always_due);
+        let r = crate::fuzz::fuzz(&mut iut, seeds, &options, &mut |_, _| {});
+        let _ = tx.send(r);
+    });
+    let summary = rx
+        .recv_timeout(Duration::from_secs(300))
+        .expect("the fuzzer stops in spite of the livelocked IUT")
+        .expect("the fuzzer starts");
+    let f = summary.findings.first().expect("a finding");
+    assert_eq!(f.kind, crate::fuzz::FindingKind::Hang, "{}", f.reason);
+    assert!(is_exceeded(&f.reason), "{}", f.reason);
+    assert!(f.reproduced, "the reproducer spends the budget again");
+}
