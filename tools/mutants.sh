@@ -12,6 +12,7 @@
 #            from git revision BASE (CI: the files a change touches).
 # --shard    when no file is named (or --changed found none): one file of
 #            rc/ and mp/, chosen by the day of the year (a rotating shard).
+# -- ARGS    passed on to cargo mutants (e.g. -- --exclude-re 'Responses::len').
 # --minutes  bound of the whole run (default 15); mutants not reached are
 #            reported as not run.
 # --timeout  bound of one mutant's test, seconds (default 180).
@@ -29,6 +30,7 @@ triage=""
 changed=""
 shard=0
 files=()
+extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --minutes) minutes="$2"; shift 2 ;;
@@ -37,7 +39,8 @@ while [ $# -gt 0 ]; do
         --triage) triage="$2"; shift 2 ;;
         --changed) changed="$2"; shift 2 ;;
         --shard) shard=1; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        --) shift; extra=("$@"); break ;;
         -*) echo "tools/mutants.sh: unknown option $1" >&2; exit 4 ;;
         *) files+=("$1"); shift ;;
     esac
@@ -81,11 +84,14 @@ started=$(date -u +%FT%TZ)
 set +e
 # --baseline=skip: cargo-mutants 27's baseline ignores --test-package and
 # would run every test of the workspace; the tree is known to pass.
+# --cargo-arg=--test=runner: build and run only the suite's test binary
+# (without it every test target of the conformance crate is built per mutant).
 timeout --signal=INT --kill-after=30 "$((minutes * 60))" \
     cargo mutants --package metaroce-ref "${file_args[@]}" \
     --test-package metaroce-conformance --baseline=skip \
     --timeout "$timeout_s" --build-timeout 600 --jobs 1 --output "$out" \
-    -- --test runner -- --exact the_committed_suite_passes_on_the_reference_transport
+    --cargo-arg=--test=runner ${extra[@]+"${extra[@]}"} \
+    -- -- --exact the_committed_suite_passes_on_the_reference_transport
 status=$?
 set -e
 mo="$out/mutants.out"
