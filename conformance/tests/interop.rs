@@ -45,6 +45,7 @@ fn config(a: &ServerHandle, b: &ServerHandle) -> Config {
         seed: 7,
         wait_ms: 10_000,
         ops: Vec::new(),
+        budget: Default::default(),
     }
 }
 

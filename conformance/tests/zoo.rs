@@ -13,7 +13,7 @@ use std::path::PathBuf;
 fn every_mutant_fails_some_vector_and_the_reference_passes_all() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vectors");
     let set = load_dir(&root).unwrap_or_else(|e| panic!("{e:?}"));
-    let (clean, rows) = catch_table(&set, &root, Mutant::ALL, &[]).unwrap();
+    let (clean, rows) = catch_table(&set, &root, Mutant::ALL, &[], Default::default()).unwrap();
     let not_ok: Vec<String> = clean
         .tests
         .iter()

@@ -1,7 +1,7 @@
 //! `metaroce fuzz`: the live network fuzzer (see [`crate::fuzz`] and
 //! conformance/FUZZ.md), and `metaroce fuzz export`.
 
-use super::run::{IutArgs, default_vectors, load_set};
+use super::run::{BudgetArgs, IutArgs, default_vectors, load_set};
 use crate::exit;
 use crate::fuzz::{self, FindingKind, FuzzOptions, export};
 use clap::{Args, Subcommand};
@@ -48,6 +48,9 @@ pub struct FuzzArgs {
     /// Extra time for every window on a live IUT, in µs (default: measured).
     #[arg(long)]
     pub margin_us: Option<u64>,
+    /// What one batch may cost (spent: a HANG finding).
+    #[command(flatten)]
+    pub budget: BudgetArgs,
 }
 
 /// Subcommands of `metaroce fuzz`.
@@ -102,6 +105,7 @@ pub fn run(args: &FuzzArgs) -> u8 {
         max_replays: args.max_replays,
         max_findings: args.max_findings.max(1),
         margin_ns: args.margin_us.map(|us| us * 1_000),
+        budget: args.budget.budget(),
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(args.packets);

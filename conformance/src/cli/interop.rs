@@ -50,6 +50,11 @@ pub struct InteropArgs {
     /// How long one completion may take, in ms.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub wait_ms: u64,
+    /// Seconds of wall-clock time one cell may take (spent: the cell is
+    /// ERROR and the run goes on; docs/budgets.md).
+    #[arg(long, default_value_t = crate::run::budget::DEFAULT_WALL.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub wall_budget_s: u64,
     /// Write the matrix as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -85,6 +90,10 @@ pub fn run_cmd(args: &InteropArgs) -> u8 {
         seed: args.seed,
         wait_ms: args.wait_ms,
         ops,
+        budget: crate::run::budget::Budget {
+            wall: std::time::Duration::from_secs(args.wall_budget_s),
+            ..Default::default()
+        },
     };
     let mut progress = |c: &crate::interop::matrix::Cell| {
         eprintln!(

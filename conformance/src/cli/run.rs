@@ -34,6 +34,32 @@ pub struct IutArgs {
     pub mac: Option<String>,
 }
 
+/// What one test may cost (docs/budgets.md): the arguments `metaroce run`,
+/// `zoo` and `fuzz` share. A test that spends its budget is ERROR with the
+/// reason and the run goes on (in `fuzz`, a HANG finding).
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    /// Timer firings plus frames sent a virtual-time IUT (builtin) may spend
+    /// on one test.
+    #[arg(long, default_value_t = crate::run::budget::DEFAULT_EVENTS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub event_budget: u64,
+    /// Seconds of wall-clock time one test (one attempt) may take, every IUT.
+    #[arg(long, default_value_t = crate::run::budget::DEFAULT_WALL.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub wall_budget_s: u64,
+}
+
+impl BudgetArgs {
+    /// The budget these arguments give.
+    pub fn budget(&self) -> crate::run::budget::Budget {
+        crate::run::budget::Budget {
+            events: self.event_budget,
+            wall: std::time::Duration::from_secs(self.wall_budget_s),
+        }
+    }
+}
+
 /// Arguments of `metaroce run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -63,6 +89,9 @@ pub struct RunArgs {
     /// pass after a failure is reported as FLAKY, with the earlier verdicts).
     #[arg(long, default_value_t = 0)]
     pub retries: usize,
+    /// What one test may cost.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Write JUnit XML here.
     #[arg(long)]
     pub junit: Option<PathBuf>,
@@ -183,6 +212,7 @@ pub fn run(args: &RunArgs) -> u8 {
         filters: args.filters.clone(),
         margin_ns: args.margin_us.map(|us| us * 1_000),
         retries: args.retries,
+        budget: args.budget.budget(),
         ..RunOptions::default()
     };
     if let Some(p) = &args.profile {

@@ -3,7 +3,7 @@
 //! The suite proves it can fail: every mutant must FAIL some vector, and
 //! the unmutated transport must PASS them all.
 
-use super::run::{default_vectors, load_set};
+use super::run::{BudgetArgs, default_vectors, load_set};
 use crate::exit;
 use crate::run::iut::builtin::Builtin;
 use crate::run::verdict::Verdict;
@@ -32,6 +32,9 @@ pub struct ZooArgs {
     /// Print the catch table as Markdown.
     #[arg(long)]
     pub markdown: bool,
+    /// What one test may cost.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
 }
 
 /// One mutant's row of the catch table.
@@ -52,10 +55,12 @@ pub fn catch_table(
     root: &Path,
     mutants: &[Mutant],
     filters: &[String],
+    budget: crate::run::budget::Budget,
 ) -> Result<(SuiteResult, Vec<Catch>), String> {
     let options = RunOptions {
         seed: 1,
         filters: filters.to_vec(),
+        budget,
         ..RunOptions::default()
     };
     let run = |mutant: Option<&str>| -> Result<SuiteResult, String> {
@@ -116,13 +121,14 @@ pub fn run(args: &ZooArgs) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let (clean, rows) = match catch_table(&set, &root, &mutants, &args.filters) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("metaroce zoo: {e}");
-            return exit::ERROR;
-        }
-    };
+    let (clean, rows) =
+        match catch_table(&set, &root, &mutants, &args.filters, args.budget.budget()) {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("metaroce zoo: {e}");
+                return exit::ERROR;
+            }
+        };
     print!("{}", render(&clean, &rows, args.markdown));
     let clean_ok = clean
         .tests

@@ -46,6 +46,8 @@ pub struct FuzzOptions {
     pub max_findings: usize,
     /// Extra time for every window on a live IUT (measured when `None`).
     pub margin_ns: Option<u64>,
+    /// What one batch (one replay) may cost: spent, it is a HANG finding.
+    pub budget: crate::run::budget::Budget,
 }
 
 impl Default for FuzzOptions {
@@ -58,6 +60,7 @@ impl Default for FuzzOptions {
             max_replays: 64,
             max_findings: 5,
             margin_ns: None,
+            budget: Default::default(),
         }
     }
 }
@@ -132,6 +135,7 @@ struct Bed {
     iut: Endpoint,
     canaries: bool,
     margin_ns: u64,
+    budget: crate::run::budget::Budget,
 }
 
 impl Bed {
@@ -146,6 +150,7 @@ impl Bed {
             canaries: self.canaries,
             stale_qpns: Default::default(),
             harness_qpn: crate::run::session::harness_qpn(1, &Default::default()),
+            budget: self.budget,
         }
     }
 }
@@ -171,6 +176,7 @@ pub fn fuzz(
         iut: endpoint,
         canaries,
         margin_ns,
+        budget: options.budget,
     };
     let mut summary = Summary {
         iut: format!("{implementation} via {}", iut.describe()),
@@ -272,7 +278,13 @@ fn reduce(
         after_packets,
         batch: sends,
         rq_psn,
-        reproduced: reproducer_result.verdict == Verdict::Fail,
+        reproduced: reproducer_result.verdict == Verdict::Fail
+            || (kind == FindingKind::Hang
+                && reproducer_result.verdict == Verdict::Error
+                && reproducer_result
+                    .reason
+                    .as_deref()
+                    .is_some_and(crate::run::budget::is_exceeded)),
         reproducer,
         replays,
         batch_result: judged.result.clone(),

@@ -217,6 +217,7 @@ impl Generator {
             corrupt: None,
             second_qp: false,
             repeat: None,
+            hold: false,
             note: Some("generated, at an edge of the fuzz MR".into()),
         }
     }
@@ -238,6 +239,7 @@ impl Generator {
             corrupt: None,
             second_qp: false,
             repeat: None,
+            hold: false,
             note: Some(format!("generated, opcode {op:#04x}")),
         };
         let opcode = Opcode(op);

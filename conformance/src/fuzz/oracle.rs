@@ -89,6 +89,17 @@ pub fn judge(iut: &mut dyn Iut, bed: &TestBed, vector: &Vector) -> Result<Judgem
             let reason = result.reason.clone().unwrap_or_default();
             j.finding = Some((kind, requirement, reason));
         }
+        // A spent budget is the IUT's doing (a livelock, a wedge, a flood):
+        // a HANG finding, minimised like the others.
+        Verdict::Error
+            if result
+                .reason
+                .as_deref()
+                .is_some_and(crate::run::budget::is_exceeded) =>
+        {
+            let reason = result.reason.clone().unwrap_or_default();
+            j.finding = Some((FindingKind::Hang, "MR-ROB-7".into(), reason));
+        }
         Verdict::Error | Verdict::Inconc => {
             j.error = Some(result.reason.clone().unwrap_or_default());
         }

@@ -80,6 +80,9 @@ pub struct Endpoint {
     pub limits: Map<String, Value>,
     /// The operations the agent supports.
     pub ops: Vec<String>,
+    /// The wall clock of the current cell (docs/budgets.md): once spent,
+    /// every call is an error, so a wedged agent costs one cell.
+    meter: Option<crate::run::budget::Meter>,
 }
 
 impl Endpoint {
@@ -103,6 +106,7 @@ impl Endpoint {
             profile: Map::new(),
             limits: Map::new(),
             ops: Vec::new(),
+            meter: None,
         };
         let hello = ep
             .call(
@@ -178,10 +182,19 @@ impl Endpoint {
     /// Sends `op` and returns the result fields of an `ok: true` reply.
     pub fn call(&mut self, op: Op, what: &str) -> Result<Map<String, Value>, CallError> {
         let name = self.name;
+        if let Some(m) = &self.meter {
+            m.wall()
+                .map_err(|e| CallError::Broken(format!("agent {name}: {what}: {e}")))?;
+        }
         self.client.call(op).map_err(|e| match e {
             ClientError::Refused { .. } => CallError::Refused(format!("agent {name}: {what}: {e}")),
             ClientError::Broken(m) => CallError::Broken(format!("agent {name}: {what}: {m}")),
         })
+    }
+
+    /// Bounds the calls from now on by `budget`'s wall clock; `None`: unbounded.
+    pub fn set_budget(&mut self, budget: Option<crate::run::budget::Budget>) {
+        self.meter = budget.map(crate::run::budget::Meter::start);
     }
 
     /// An unsigned field of a result.

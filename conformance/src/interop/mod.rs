@@ -52,6 +52,9 @@ pub struct Config {
     pub wait_ms: u64,
     /// Only these operations (empty: all).
     pub ops: Vec<Op>,
+    /// What one cell may cost (its wall clock; docs/budgets.md): spent,
+    /// the cell is ERROR and the run goes on.
+    pub budget: crate::run::budget::Budget,
 }
 
 /// Why the run could not start.
@@ -200,7 +203,11 @@ impl State {
             ));
             return cell;
         }
+        a.set_budget(Some(cfg.budget));
+        b.set_budget(Some(cfg.budget));
         let result = self.cases(a, b, cfg, op, direction, sizes, &mut cell.cases);
+        a.set_budget(None);
+        b.set_budget(None);
         if let Err(outcome) = result {
             // A failed work request leaves the QPs in ERR: start afresh.
             self.conn = None;

@@ -160,6 +160,7 @@ pub fn calibrate(iut: &mut dyn Iut) -> Result<Calibration, IutError> {
         canaries: false,
         stale_qpns: Default::default(),
         harness_qpn: 0xCA11B0,
+        budget: Default::default(),
     };
     let result = run_test(iut, &bed, &vector, "<calibration>");
     if result.verdict != Verdict::Pass {

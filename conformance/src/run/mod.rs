@@ -5,9 +5,11 @@
 //! - [`session`]: one vector against an IUT;
 //! - [`codec_judge`]: static codec vectors (no IUT);
 //! - [`packet`], [`matching`], [`context`]: building stimuli, judging what comes back;
+//! - [`budget`]: how much one test may cost (events, wall clock);
 //! - [`capability`]: the IUT's capability profile and the expectations file;
 //! - [`verdict`]: verdicts and test results.
 
+pub mod budget;
 pub mod capability;
 pub mod codec_judge;
 pub mod context;
@@ -16,6 +18,9 @@ pub mod matching;
 pub mod packet;
 pub mod session;
 pub mod verdict;
+
+#[cfg(test)]
+mod livelock_tests;
 
 use crate::vector::VectorSet;
 use capability::Expectations;
@@ -41,6 +46,8 @@ pub struct RunOptions {
     pub margin_ns: Option<u64>,
     /// On a live IUT, how many times a test that does not pass is run again.
     pub retries: usize,
+    /// What one test (one attempt) may cost.
+    pub budget: budget::Budget,
 }
 
 /// Everything a run produced.
@@ -259,6 +266,7 @@ pub fn run_suite(
                     canaries,
                     stale_qpns: stale_qpns.clone(),
                     harness_qpn: session::harness_qpn(seed, &stale_qpns),
+                    budget: options.budget,
                 };
                 let mut result = run_test(iut, &bed, v, &rel(&loaded.file));
                 stale_qpns.extend([bed.harness_qpn, bed.harness_qpn + 1]);

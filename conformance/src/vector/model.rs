@@ -388,6 +388,13 @@ pub struct SendStep {
     /// Send this many identical copies.
     #[serde(default)]
     pub repeat: Option<u32>,
+    /// Part of a burst: the IUT may not answer before the next step (a
+    /// duplicate or a NAK arriving while the responses to earlier frames
+    /// are still queued). On the built-in IUT the frame is handled without
+    /// letting the IUT transmit; on a live IUT the next frame follows back
+    /// to back. A burst is `send`s with `hold: true` ended by one without.
+    #[serde(default)]
+    pub hold: bool,
     /// A note written on the packet in the report and pcapng.
     #[serde(default)]
     pub note: Option<String>,

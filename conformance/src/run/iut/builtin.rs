@@ -4,6 +4,7 @@
 //! same here and against `metaroce-ref serve`.
 
 use super::{Endpoint, Iut, IutError, Observed};
+use crate::run::budget::{Budget, Meter};
 use core::net::Ipv4Addr;
 use metaroce_ref::DeviceConfig;
 use metaroce_ref::agent::{Action, Agent, AgentConfig};
@@ -29,6 +30,18 @@ pub struct Builtin {
     queue: VecDeque<Observed>,
     next_id: u64,
     label: String,
+    /// The current test's events and wall clock.
+    meter: Meter,
+    /// The device's next timer as this IUT sees it: the device's own
+    /// (`poll_timeout`), or a test's livelocked one.
+    next_timer: fn(&Agent) -> Option<u64>,
+    /// A held frame (a burst's) was handled and the device not serviced.
+    held: bool,
+}
+
+/// The device's own next timer.
+fn device_timer(agent: &Agent) -> Option<u64> {
+    agent.device().poll_timeout()
 }
 
 impl Builtin {
@@ -55,31 +68,48 @@ impl Builtin {
             queue: VecDeque::new(),
             next_id: 1,
             label,
+            meter: Meter::default(),
+            next_timer: device_timer,
+            held: false,
         })
     }
 
-    /// Gives the device the time and collects what it sends.
-    fn service(&mut self) {
+    /// The reference transport with its next timer read through
+    /// `next_timer` instead of the device's: a test's livelocked IUT.
+    #[cfg(test)]
+    pub(crate) fn with_timer(seed: u64, next_timer: fn(&Agent) -> Option<u64>) -> Self {
+        let mut b = Builtin::new(seed, None).expect("no mutant to parse");
+        b.next_timer = next_timer;
+        b.label = "builtin (test timer)".into();
+        b
+    }
+
+    /// Gives the device the time and collects what it sends, each frame
+    /// counted against the event budget.
+    fn service(&mut self) -> Result<(), IutError> {
+        self.held = false;
         let now = self.now;
         let device = self.agent.device_mut();
         device.handle_timeout(now);
         while let Some(bytes) = device.poll_transmit() {
             self.queue.push_back(Observed { at_ns: now, bytes });
+            self.meter.frame()?;
         }
+        Ok(())
     }
 
     /// Moves virtual time to the device's next timer if it is before
-    /// `until`, else to `until`. Returns whether time reached `until`.
-    fn step_towards(&mut self, until: u64) -> bool {
+    /// `until`, else to `until`, counting the timer against the event
+    /// budget. Returns whether time reached `until`.
+    fn step_towards(&mut self, until: u64) -> Result<bool, IutError> {
         let until = until.max(self.now);
-        let next = self
-            .agent
-            .device()
-            .poll_timeout()
-            .map_or(until, |t| t.max(self.now + 1).min(until));
+        let next = (self.next_timer)(&self.agent).map_or(until, |t| t.max(self.now + 1).min(until));
+        if next < until {
+            self.meter.timer()?;
+        }
         self.now = next;
-        self.service();
-        next >= until
+        self.service()?;
+        Ok(next >= until)
     }
 }
 
@@ -102,7 +132,7 @@ impl Iut for Builtin {
         if let Value::Object(map) = &mut request {
             map.insert("id".into(), id.into());
         }
-        self.service();
+        self.service()?;
         let line = request.to_string();
         let action = self.agent.handle_line(line.as_bytes());
         let reply = match action {
@@ -113,13 +143,13 @@ impl Iut for Builtin {
                     if let Some(r) = self.agent.try_poll(&pending) {
                         break r;
                     }
-                    if self.step_towards(until) {
+                    if self.step_towards(until)? {
                         break self.agent.finish_poll(&pending);
                     }
                 }
             }
         };
-        self.service();
+        self.service()?;
         serde_json::from_str(&reply.to_json())
             .map_err(|e| IutError(format!("agent reply is not JSON: {e}")))
     }
@@ -127,11 +157,22 @@ impl Iut for Builtin {
     fn send(&mut self, frame: &[u8]) -> Result<(), IutError> {
         let now = self.now;
         self.agent.device_mut().handle_frame(now, frame);
-        self.service();
+        self.service()
+    }
+
+    fn send_held(&mut self, frame: &[u8]) -> Result<(), IutError> {
+        // Not serviced: what the frame makes the device queue stays queued
+        // until the burst's last frame has arrived too.
+        let now = self.now;
+        self.agent.device_mut().handle_frame(now, frame);
+        self.held = true;
         Ok(())
     }
 
     fn recv(&mut self, deadline_ns: u64) -> Result<Option<Observed>, IutError> {
+        if self.held {
+            self.service()?;
+        }
         loop {
             if let Some(frame) = self.queue.pop_front() {
                 return Ok(Some(frame));
@@ -139,7 +180,7 @@ impl Iut for Builtin {
             if self.now >= deadline_ns {
                 return Ok(None);
             }
-            self.step_towards(deadline_ns);
+            self.step_towards(deadline_ns)?;
         }
     }
 
@@ -148,12 +189,16 @@ impl Iut for Builtin {
     }
 
     fn advance(&mut self, until_ns: u64) -> Result<(), IutError> {
-        while !self.step_towards(until_ns) {}
+        while !self.step_towards(until_ns)? {}
         Ok(())
     }
 
     fn drain(&mut self) -> Result<Vec<Observed>, IutError> {
-        self.service();
+        self.service()?;
         Ok(self.queue.drain(..).collect())
+    }
+
+    fn start_budget(&mut self, budget: Budget) {
+        self.meter = Meter::start(budget);
     }
 }

@@ -68,6 +68,13 @@ pub trait Iut {
     /// Sends one frame to the IUT.
     fn send(&mut self, frame: &[u8]) -> Result<(), IutError>;
 
+    /// Sends one frame of a burst: the IUT may not transmit before the
+    /// next [`Iut::send`]. A live IUT cannot be held: the frame leaves now
+    /// and the next follows back to back (the default).
+    fn send_held(&mut self, frame: &[u8]) -> Result<(), IutError> {
+        self.send(frame)
+    }
+
     /// The next frame from the IUT, waiting until `deadline_ns` at the latest;
     /// `None` when none came by then. On virtual time, time advances to
     /// the frame (or the deadline).
@@ -81,4 +88,13 @@ pub trait Iut {
 
     /// Drops every frame received and not yet taken (between tests).
     fn drain(&mut self) -> Result<Vec<Observed>, IutError>;
+
+    /// A test begins with `budget` (docs/budgets.md): the adapter bounds
+    /// its own loops by it from now on (a virtual-time IUT counts its
+    /// events, a live one checks the wall clock while it drains), and
+    /// returns the error of [`super::budget::Meter`] when it is spent.
+    /// The session checks the wall clock between calls itself.
+    fn start_budget(&mut self, budget: super::budget::Budget) {
+        let _ = budget;
+    }
 }

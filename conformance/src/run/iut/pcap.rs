@@ -5,6 +5,7 @@
 
 use super::agent_client::AgentClient;
 use super::{Endpoint, Iut, IutError, Observed};
+use crate::run::budget::{Budget, Meter};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -17,6 +18,9 @@ pub struct Pcap {
     start: Instant,
     queue: VecDeque<Observed>,
     label: String,
+    /// The current test's wall clock: a link that never falls quiet
+    /// cannot keep `drain` (or an agent call's catch-up) going forever.
+    meter: Meter,
 }
 
 impl std::fmt::Debug for Pcap {
@@ -74,11 +78,13 @@ impl Pcap {
             start: Instant::now(),
             queue: VecDeque::new(),
             label,
+            meter: Meter::default(),
         })
     }
 
     /// Takes at most one frame from libpcap (polls; sleeps 50 µs when none).
     fn pull(&mut self) -> Result<bool, IutError> {
+        self.meter.wall()?;
         match self.capture.next_packet() {
             Ok(p) => {
                 let bytes = p.data.to_vec();
@@ -146,5 +152,9 @@ impl Iut for Pcap {
         let until = self.now_ns() + Duration::from_millis(1).as_nanos() as u64;
         self.advance(until)?;
         Ok(self.queue.drain(..).collect())
+    }
+
+    fn start_budget(&mut self, budget: Budget) {
+        self.meter = Meter::start(budget);
     }
 }

@@ -4,6 +4,7 @@
 
 use super::agent_client::AgentClient;
 use super::{Endpoint, Iut, IutError, Observed};
+use crate::run::budget::{Budget, Meter};
 use metaroce_ref::drivers::raw::{RawConfig, RawPort};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -17,6 +18,9 @@ pub struct Raw {
     start: Instant,
     queue: VecDeque<Observed>,
     label: String,
+    /// The current test's wall clock: a link that never falls quiet
+    /// cannot keep `drain` (or an agent call's catch-up) going forever.
+    meter: Meter,
 }
 
 impl std::fmt::Debug for Raw {
@@ -53,10 +57,12 @@ impl Raw {
             start: Instant::now(),
             queue: VecDeque::new(),
             label,
+            meter: Meter::default(),
         })
     }
 
     fn pull(&mut self, timeout: Duration) -> Result<bool, IutError> {
+        self.meter.wall()?;
         match self
             .port
             .recv_frame(self.harness.mac, timeout)
@@ -134,5 +140,9 @@ impl Iut for Raw {
     fn drain(&mut self) -> Result<Vec<Observed>, IutError> {
         while self.pull(Duration::ZERO)? {}
         Ok(self.queue.drain(..).collect())
+    }
+
+    fn start_budget(&mut self, budget: Budget) {
+        self.meter = Meter::start(budget);
     }
 }

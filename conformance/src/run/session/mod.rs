@@ -57,6 +57,8 @@ pub struct TestBed {
     /// The harness's first QPN in this test (the second is one more): the
     /// IUT's `dest_qpn`. Distinct from every earlier test's.
     pub harness_qpn: u32,
+    /// What this test may cost (docs/budgets.md): spent, it ends as ERROR.
+    pub budget: super::budget::Budget,
 }
 
 /// Canary bytes on each side of every MR the setup registers.
@@ -104,8 +106,9 @@ pub fn run_test_with_context(
     file: &str,
 ) -> (TestResult, Option<Context>) {
     let started = Instant::now();
+    let mut metered = super::budget::Metered::start(iut, bed.budget);
     let mut t = Test {
-        iut,
+        iut: &mut metered,
         bed,
         vector,
         packets: Vec::new(),

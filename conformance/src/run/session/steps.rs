@@ -11,7 +11,13 @@ impl Test<'_> {
                 let frame = build(s, ctx).map_err(|e| Stop::Error(format!("send: {e}")))?;
                 let copies = s.repeat.unwrap_or(1).clamp(1, 10_000);
                 for _ in 0..copies {
-                    self.iut.send(&frame)?;
+                    // A held frame (a burst's) leaves without the IUT
+                    // answering before the next step.
+                    if s.hold {
+                        self.iut.send_held(&frame)?;
+                    } else {
+                        self.iut.send(&frame)?;
+                    }
                     let now = self.iut.now_ns();
                     // `sent_ns`: when the harness last sent, in ns since the
                     // test began (timing vectors measure from it).
