@@ -202,7 +202,16 @@ pub(crate) fn message(
             Fail::Nak {
                 syndrome: Syndrome::NAK_INVALID_REQUEST,
                 reqs: &["MR-RSP-8"],
-                wc: Some((wr.id, WcStatus::RemInvReqErr)),
+                // LOC_LEN_ERR (verbs, mlx5), LOC_QP_OP_ERR (rdmavt),
+                // REM_INV_REQ_ERR (rxe).
+                wc: Some((
+                    wr.id,
+                    &[
+                        WcStatus::LocLenErr,
+                        WcStatus::LocQpOpErr,
+                        WcStatus::RemInvReqErr,
+                    ],
+                )),
             },
         )?;
         Eval::require(
@@ -210,7 +219,7 @@ pub(crate) fn message(
             Fail::Nak {
                 syndrome: Syndrome::NAK_REMOTE_OP,
                 reqs: &["MR-RSP-9"],
-                wc: Some((wr.id, WcStatus::LocProtErr)),
+                wc: Some((wr.id, &[WcStatus::LocProtErr])),
             },
         )?;
     }
@@ -248,7 +257,7 @@ pub(crate) fn message(
         let fail = Fail::Nak {
             syndrome: Syndrome::NAK_INVALID_REQUEST,
             reqs: &["MR-RSP-10"],
-            wc: recv.get().map(|wr| (wr.id, WcStatus::RemInvReqErr)),
+            wc: recv.get().map(|wr| (wr.id, &[WcStatus::RemInvReqErr][..])),
         };
         eval.check(ok, fail)?;
         Some(ieth.rkey)

@@ -368,11 +368,12 @@ impl DeferredFails {
 /// Why an in-sequence packet is not executed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fail {
-    /// A fatal NAK with this code; optionally the receive WR completes in error.
+    /// A fatal NAK with this code; optionally the receive WR completes in
+    /// error, with one of these statuses.
     Nak {
         syndrome: metaroce_codec::ext::Syndrome,
         reqs: &'static [&'static str],
-        wc: Option<(u64, crate::model::WcStatus)>,
+        wc: Option<(u64, &'static [crate::model::WcStatus])>,
     },
     /// No receive work request (RNR).
     Rnr,
