@@ -260,7 +260,17 @@ impl RequesterState {
                 pkt.payload.len() == pmtu as usize,
             ),
         };
-        if op != want || !len_ok {
+        // "MR-READ-7": after a re-request from a PSN inside the READ, First or
+        // Only there is the rule, and Middle or Last (rxe's replay) is
+        // accepted too.
+        let replay = match want {
+            Opcode::RC_READ_RESPONSE_FIRST if w.responses > 0 => {
+                Some(Opcode::RC_READ_RESPONSE_MIDDLE)
+            }
+            Opcode::RC_READ_RESPONSE_ONLY if w.responses > 0 => Some(Opcode::RC_READ_RESPONSE_LAST),
+            _ => None,
+        };
+        if (op != want && Some(op) != replay) || !len_ok {
             // "MR-REQ-10": e.g. a Middle or Last when no READ response is in progress.
             return self.bad_response(Some(idx), out);
         }

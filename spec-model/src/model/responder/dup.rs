@@ -122,9 +122,10 @@ fn read(st: &ResponderState, pkt: &RocePacket<'_>, unseen: bool) -> Vec<Branch> 
     };
     let psn = pkt.bth.psn;
     // Answered as a new READ of its own VA, R_Key and length from `psn`; a
-    // key that no longer grants the range is NAKed 0x62 (rxe) or the
-    // request dropped (hfi1), MR-DUP-4.
-    let reexecute = || -> Vec<Branch> {
+    // key that no longer grants the range of a re-request is NAKed 0x62
+    // (rxe) or the request dropped (hfi1), MR-DUP-4; for another duplicate
+    // (`rerequest` false) it is dropped, MR-DUP-6.
+    let reexecute = |rerequest: bool| -> Vec<Branch> {
         let responses = ack::read_responses(st, psn, reth.va, reth.rkey, reth.dma_len);
         let mut outcomes = Outcomes::none();
         for r in responses {
@@ -144,11 +145,14 @@ fn read(st: &ResponderState, pkt: &RocePacket<'_>, unseen: bool) -> Vec<Branch> 
             AccessFlags::READ,
             true,
         );
-        let fail = || nak::rc_fail(st, pkt, access(&["MR-DUP-4", "MR-RSP-6"]));
+        let mut bad = vec![dropped(st)];
+        if rerequest {
+            bad.insert(0, nak::rc_fail(st, pkt, access(&["MR-DUP-4", "MR-RSP-6"])));
+        }
         match verdict {
             Knowledge::Known(Ok(_)) => vec![ok],
-            Knowledge::Known(Err(_)) => vec![fail(), dropped(st)],
-            Knowledge::Unknown => vec![ok, fail(), dropped(st)],
+            Knowledge::Known(Err(_)) => bad,
+            Knowledge::Unknown => std::iter::once(ok).chain(bad).collect(),
         }
     };
     let pmtu = st.attrs.pmtu.max(1);
@@ -157,13 +161,13 @@ fn read(st: &ResponderState, pkt: &RocePacket<'_>, unseen: bool) -> Vec<Branch> 
     });
     match found {
         Some((slot, kept)) => match fit(slot, psn, reth.va, reth.rkey, reth.dma_len, pmtu) {
-            Fit::ReRequest => kept_or_dropped(st, kept, reexecute()),
+            Fit::ReRequest => kept_or_dropped(st, kept, reexecute(true)),
             Fit::TooLong => vec![dropped(st)], // "MR-DUP-6"
             // "MR-DUP-6": another VA or R_Key, or shorter: drop or answer.
-            Fit::Other => kept_or_dropped(st, Knowledge::Unknown, reexecute()),
+            Fit::Other => kept_or_dropped(st, Knowledge::Unknown, reexecute(false)),
         },
         None if unseen => {
-            let mut all = reexecute();
+            let mut all = reexecute(true);
             all.push(dropped(st));
             all
         }

@@ -375,6 +375,13 @@ pub(crate) enum Fail {
         reqs: &'static [&'static str],
         wc: Option<(u64, &'static [crate::model::WcStatus])>,
     },
+    /// A SEND with Invalidate whose key is not invalidated (MR-RSP-10): NAK
+    /// 0x61 with the receive WR in REM_INV_REQ_ERR, or (rxe) a positive ACK
+    /// with the same completion; ERR either way.
+    InvalidateFailed {
+        /// The receive work request, if known.
+        wc: Option<u64>,
+    },
     /// No receive work request (RNR).
     Rnr,
     /// Dropped with nothing sent.

@@ -101,6 +101,35 @@ pub(crate) fn rc_fail(st: &ResponderState, pkt: &RocePacket<'_>, fail: Fail) -> 
                 outcomes,
             }
         }
+        Fail::InvalidateFailed { wc } => {
+            let nak = Fail::Nak {
+                syndrome: Syndrome::NAK_INVALID_REQUEST,
+                reqs: &["MR-RSP-10"],
+                wc: wc.map(|wr| (wr, &[WcStatus::RemInvReqErr][..])),
+            };
+            let mut branch = rc_fail(st, pkt, nak);
+            // rxe (`RESPST_ERR_INVALIDATE_RKEY`): a positive ACK with the
+            // MSN before this message, then the same completion and ERR.
+            let mut rxe = Outcomes::none().require(
+                &["MR-RSP-10"],
+                Effect::Send(ack::ack(st, psn)),
+            );
+            if let Some(wr) = wc {
+                rxe = rxe.require(
+                    &["MR-RSP-10"],
+                    Effect::Complete(CompletionSpec {
+                        wr,
+                        status: Field::Exact(WcStatus::RemInvReqErr),
+                        byte_len: Field::Any,
+                        imm: Field::Any,
+                    }),
+                );
+            }
+            branch.outcomes = branch
+                .outcomes
+                .or(rxe.require(&["MR-RSP-11"], Effect::EnterError));
+            branch
+        }
         Fail::Rnr => Branch {
             // "MR-RNR-1": drop, keep the expected PSN, RNR NAK with this PSN and the MSN.
             state: ResponderState {
