@@ -18,6 +18,8 @@ pub struct CapabilityProfile {
     pub flush: bool,
     pub atomic_write: bool,
     pub send_with_invalidate: bool,
+    /// A SEND with Invalidate can invalidate a `reg_mr` region (MR-RSP-10).
+    pub invalidate_reg_mr: bool,
     pub immediate: bool,
     pub ipv4: bool,
     pub ipv6: bool,
@@ -67,6 +69,7 @@ impl CapabilityProfile {
             flush: false,
             atomic_write: false,
             send_with_invalidate: true,
+            invalidate_reg_mr: true,
             immediate: true,
             ipv4: true,
             ipv6: false,
