@@ -73,7 +73,7 @@ use metaroce_spec::model::receiver::{
     Device as RxModel, FrameAdmission, LocalQp, MpAdmission, Received, Receiver, Verdict,
 };
 use metaroce_spec::model::responder::{
-    AccessFlags, Features, MemoryRegion, Message, QpAttributes, RecvWr, ResponderState,
+    AccessFlags, Features, MemoryRegion, QpAttributes, RecvWr, ResponderState,
 };
 use metaroce_spec::model::{Effect, Knowledge, Outcomes, WcStatus};
 use std::collections::{BTreeMap, BTreeSet};
