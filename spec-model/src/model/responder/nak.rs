@@ -110,10 +110,7 @@ pub(crate) fn rc_fail(st: &ResponderState, pkt: &RocePacket<'_>, fail: Fail) -> 
             let mut branch = rc_fail(st, pkt, nak);
             // rxe (`RESPST_ERR_INVALIDATE_RKEY`): a positive ACK with the
             // MSN before this message, then the same completion and ERR.
-            let mut rxe = Outcomes::none().require(
-                &["MR-RSP-10"],
-                Effect::Send(ack::ack(st, psn)),
-            );
+            let mut rxe = Outcomes::none().require(&["MR-RSP-10"], Effect::Send(ack::ack(st, psn)));
             if let Some(wr) = wc {
                 rxe = rxe.require(
                     &["MR-RSP-10"],
