@@ -334,3 +334,26 @@ fn no_panic_on_any_response_shape() {
         }
     }
 }
+
+/// MR-REQ-10 (SPEC v1.1): a READ response in the expected position with the
+/// wrong payload length fails the READ with BAD_RESP_ERR or LOC_LEN_ERR
+/// (hfi1's `ack_len_err`), and the QP enters ERR.
+#[test]
+fn mr_req_10_read_response_of_the_wrong_length() {
+    let s = state(rc(1024));
+    let (s, _) = s.post_send(WorkRequest::read(2500, 0x100, 7), 0);
+    let (_, out) = respond(s, &read_resp(Opcode::RC_READ_RESPONSE_FIRST, 0, 1000), 1);
+    let spec = out
+        .required
+        .iter()
+        .find_map(|c| match &c.value {
+            Effect::Complete(spec) if spec.wr == 0 => Some(spec.status.clone()),
+            _ => None,
+        })
+        .expect("the READ completes");
+    assert_eq!(
+        spec,
+        Field::OneOf(vec![WcStatus::BadRespErr, WcStatus::LocLenErr])
+    );
+    assert!(enters_error(&out), "MR-REQ-10");
+}
