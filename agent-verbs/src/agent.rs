@@ -61,6 +61,10 @@ pub fn profile(info: &DevInfo) -> CapabilityProfile {
         flush: false,
         atomic_write: false,
         send_with_invalidate: true,
+        // mlx5 and rxe invalidate only fast-registered regions and type-2
+        // windows (`rxe_invalidate_mr`), which this agent does not create;
+        // an rdmavt device could declare true (`rvt_invalidate_rkey`).
+        invalidate_reg_mr: false,
         immediate: true,
         ipv4: true,
         ipv6: false,

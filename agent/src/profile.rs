@@ -15,6 +15,10 @@ pub struct CapabilityProfile {
     pub flush: bool,
     pub atomic_write: bool,
     pub send_with_invalidate: bool,
+    /// A SEND with Invalidate can invalidate a `reg_mr` region (MR-RSP-10);
+    /// absent in profiles written before v1.1, hence the default.
+    #[serde(default)]
+    pub invalidate_reg_mr: bool,
     pub immediate: bool,
     pub ipv4: bool,
     pub ipv6: bool,

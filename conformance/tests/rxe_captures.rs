@@ -174,7 +174,12 @@ fn read_bw_loss10_both_departures() {
             .all(|r| r.finding.id == "MR-READ-2"),
         "{found:#?}"
     );
-    assert_eq!(info, 29, "{found:#?}");
+    // 28 since SPEC v1.1: the duplicate READs allow more outcomes (a
+    // responder may keep more slots, MR-DUP-3, and may drop or answer a
+    // duplicate that is not the re-request of the rest, MR-DUP-6), and the
+    // response to the READ request of frame 346, not seen by the end of the
+    // capture, is no longer owed for certain (29 before).
+    assert_eq!(info, 28, "{found:#?}");
 }
 
 #[test]

@@ -107,9 +107,11 @@ impl UdTransport {
             let Some(dest) = wr.ud else { continue };
             let len = wr.total_len();
             if len > u64::from(cfg.pmtu) {
-                // MR-UD-4, MR-UD-5: not sent, LOC_LEN_ERR, QP stays in RTS.
+                // MR-UD-4, MR-UD-5 (SPEC v1.1): not sent, LOC_LEN_ERR, and
+                // the completion in error moves the QP to SQE (IBA).
                 cfg.complete_send(env, send_wc(&wr, WcStatus::LocLenErr, 0));
-                continue;
+                env.enter_err = true; // the QP moves to SQE
+                return None;
             }
             let Ok(payload) = env.mem.gather(cfg.pd, &wr.sg_list, 0, len as usize) else {
                 cfg.complete_send(env, send_wc(&wr, WcStatus::LocProtErr, 0));

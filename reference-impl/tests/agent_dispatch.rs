@@ -31,6 +31,7 @@ fn hello_reports_version_profile_addresses_limits() {
         "flush",
         "atomic_write",
         "send_with_invalidate",
+        "invalidate_reg_mr",
         "immediate",
         "ipv4",
         "ipv6",

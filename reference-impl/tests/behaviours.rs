@@ -364,20 +364,22 @@ fn ud_send_and_receive() {
     let mut wr = SendWr::new(10, WrOp::SendImm(7), vec![sge(&src, 0, 100)]);
     wr.ud = Some(dest);
     a.post_send(ea.qpn, wr).unwrap();
-    let mut big = SendWr::new(11, WrOp::Send, vec![sge(&src, 0, 5000)]);
-    big.ud = Some(dest);
-    a.post_send(ea.qpn, big).unwrap();
     let mut wrong_qkey = SendWr::new(12, WrOp::Send, vec![sge(&src, 0, 10)]);
     wrong_qkey.ud = Some(UdDest { qkey: 1, ..dest });
     a.post_send(ea.qpn, wrong_qkey).unwrap();
+    let mut big = SendWr::new(11, WrOp::Send, vec![sge(&src, 0, 5000)]);
+    big.ud = Some(dest);
+    a.post_send(ea.qpn, big).unwrap();
     shuttle(&mut a, &mut b, 0);
     let wcs = poll(&mut a, ea);
+    // MR-UD-4, MR-UD-5 (SPEC v1.1): the oversize one is not sent, completes
+    // LOC_LEN_ERR, and the QP moves to SQE.
     assert_eq!(
         ids_and_statuses(&wcs),
         vec![
             (10, WcStatus::Success),
-            (11, WcStatus::LocLenErr),
-            (12, WcStatus::Success)
+            (12, WcStatus::Success),
+            (11, WcStatus::LocLenErr)
         ]
     );
     let rw = poll(&mut b, eb);
@@ -387,7 +389,7 @@ fn ud_send_and_receive() {
         (140, Some(7), Some(ea.qpn))
     );
     assert_eq!(b.counters().qkey_violations, 1);
-    assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Rts);
+    assert_eq!(a.query_qp(ea.qpn).unwrap().state, QpState::Sqe);
 }
 
 #[test]

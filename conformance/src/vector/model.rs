@@ -714,6 +714,10 @@ impl Refusal {
 pub struct QpStateStep {
     /// `reset`, `init`, `rtr`, `rts`, `sqd`, `sqe` or `err`.
     pub state: String,
+    /// Further states that pass too, where SPEC.md allows a set (a UD send
+    /// completed LOC_LEN_ERR leaves the QP in SQE or ERR, MR-UD-5).
+    #[serde(default)]
+    pub alternatives: Vec<String>,
     /// The requirement the step checks.
     #[serde(default)]
     pub requirement: Option<String>,

@@ -73,7 +73,7 @@ use metaroce_spec::model::receiver::{
     Device as RxModel, FrameAdmission, LocalQp, MpAdmission, Received, Receiver, Verdict,
 };
 use metaroce_spec::model::responder::{
-    AccessFlags, Features, MemoryRegion, Message, QpAttributes, RecvWr, ResponderState,
+    AccessFlags, Features, MemoryRegion, QpAttributes, RecvWr, ResponderState,
 };
 use metaroce_spec::model::{Effect, Knowledge, Outcomes, WcStatus};
 use std::collections::{BTreeMap, BTreeSet};
@@ -89,6 +89,7 @@ pub const REF_FEATURES: Features = Features {
     flush: false,
     atomic_write: false,
     send_with_invalidate: true,
+    invalidate_reg_mr: true,
     immediate: true,
     credits: false,
 };
@@ -598,13 +599,6 @@ impl Judges {
                         .dev
                         .query_qp(rc)
                         .is_ok_and(|i| i.state == RefState::Err),
-                    in_progress: match &self.rsp.in_progress {
-                        Knowledge::Known(Some(Message::Send {
-                            recv: Knowledge::Known(wr),
-                            ..
-                        })) => Some(wr.id),
-                        _ => None,
-                    },
                 };
                 let branches = self.rsp.branches(&packet);
                 let mut fit = None;
@@ -971,8 +965,6 @@ struct Observed<'a> {
     wcs: &'a [WorkCompletion],
     counters: ([u64; 5], [u64; 5]),
     err: bool,
-    /// The receive WR of the SEND in progress before the frame, if any.
-    in_progress: Option<u64>,
 }
 
 /// Whether one outcome set describes what B did (frames, completions, ERR,
@@ -1059,18 +1051,6 @@ fn mismatch_reason(o: &Outcomes, obs: &Observed<'_>) -> Option<String> {
     let enters = o.required.iter().any(|c| c.value == Effect::EnterError);
     for (i, w) in obs.wcs.iter().enumerate() {
         if enters && w.status == metaroce_ref::WcStatus::WrFlushErr {
-            wc_used[i] = true;
-        }
-        // Waived (an open question of SPEC.md, reported): the receive WR of
-        // a SEND in progress that a fatal NAK ends (an injected SEND Only
-        // in the middle of a SEND, MR-RSP-2). MR-QP-6 flushes it
-        // (WR_FLUSH_ERR); the reference transport completes it with the
-        // NAK's error (REM_INV_REQ_ERR), as MR-RSP-8 does for the WR a SEND
-        // overflows. Neither MR-RSP-2 nor §6.13 says which.
-        if enters
-            && Some(w.wr_id) == obs.in_progress
-            && w.status == metaroce_ref::WcStatus::RemInvReqErr
-        {
             wc_used[i] = true;
         }
     }
@@ -1173,14 +1153,17 @@ fn same_counters(
     ))
 }
 
-/// Fails on the MUST findings of the conversation judge, except a waived one.
+/// Fails on the MUST findings of the conversation judge. (SPEC v1.1 settled
+/// the two questions once waived here: MR-RNR-4 / MR-REQ-4, an RNR NAK beyond
+/// a READ that lost its responses, and MR-RSP-11, the receive WR of a SEND
+/// that a fatal NAK ends; the model allows both now.)
 fn must_findings(
     findings: Vec<metaroce_spec::judge::ConversationFinding>,
     at: &str,
 ) -> Result<(), String> {
     match findings
         .iter()
-        .find(|f| f.finding.severity == Severity::Must && !waived(&f.finding))
+        .find(|f| f.finding.severity == Severity::Must)
     {
         Some(f) => Err(format!(
             "{}: {} (frames {:?}; {at})",
@@ -1188,28 +1171,6 @@ fn must_findings(
         )),
         None => Ok(()),
     }
-}
-
-/// Findings an open question of SPEC.md decides, not the transport; each is
-/// reported to the lead, and leaves this list when SPEC.md settles it.
-///
-/// - MR-RNR-4 vs MR-REQ-4: an RNR NAK arrives beyond a READ or atomic whose
-///   responses were lost. MR-RNR-4 says to resume at the NAK's PSN and take
-///   every earlier PSN as acknowledged (the READ would then never get its
-///   data); MR-REQ-4 says to retry such a READ or atomic, but names only an
-///   ACK or NAK 0x60. The reference transport resumes at the READ; the judge
-///   reports MR-RNR-4. Waived when the resume PSN is earlier than the NAK's.
-fn waived(f: &metaroce_spec::Finding) -> bool {
-    if f.id != "MR-RNR-4" {
-        return false;
-    }
-    // "retransmission after RNR NAK PSN {nak} resumes at PSN {psn}"
-    let nums: Vec<u32> = f
-        .message
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    matches!(nums.as_slice(), [nak, psn] if Psn::new(*psn).is_before(Psn::new(*nak)))
 }
 
 fn is_cnp(wire: &[u8]) -> bool {

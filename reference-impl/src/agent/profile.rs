@@ -26,6 +26,7 @@ pub fn reference_profile(cfg: &DeviceConfig) -> CapabilityProfile {
         flush: false,
         atomic_write: false,
         send_with_invalidate: true,
+        invalidate_reg_mr: true,
         immediate: true,
         ipv4: true,
         ipv6: false,

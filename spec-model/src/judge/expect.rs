@@ -251,6 +251,10 @@ fn rejects(f: &Fail, r: &Resp) -> bool {
         Fail::Drop { .. } => true,
         Fail::Rnr => !r.syndrome.is_some_and(|s| (0x20..=0x3F).contains(&s.0)),
         Fail::Nak { syndrome, .. } => r.syndrome != Some(*syndrome),
+        // NAK 0x61, or rxe's positive ACK (MR-RSP-10).
+        Fail::InvalidateFailed { .. } => !r.syndrome.is_some_and(|s| {
+            s == metaroce_codec::ext::Syndrome::NAK_INVALID_REQUEST || s.0 <= 0x1F
+        }),
     }
 }
 
@@ -259,7 +263,7 @@ fn rejects(f: &Fail, r: &Resp) -> bool {
 fn least_missing(f: &Fail) -> usize {
     match f {
         Fail::Drop { .. } => 0,
-        Fail::Rnr | Fail::Nak { .. } => 1,
+        Fail::Rnr | Fail::Nak { .. } | Fail::InvalidateFailed { .. } => 1,
     }
 }
 

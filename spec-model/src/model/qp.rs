@@ -422,15 +422,34 @@ impl FromState {
     }
 }
 
-/// The attributes a row requires of this QP: MP parameters only for MP QPs,
-/// `dest_qpn` only for RC and UC (§6.3).
+/// The attributes a row requires of this QP (§6.2, after verbs'
+/// `qp_state_table`): MP parameters only for MP QPs; UC needs none of the
+/// RDMA-resource, RNR, timeout and retry attributes; UD no access flags, no
+/// path attributes for INIT → RTR and only `sq_psn` for RTR → RTS.
 fn needed(t: &Transition, config: &QpConfig) -> Attrs {
     let mut needs = t.needs;
     if !config.mp {
         needs = needs.without(Attrs::MP_PARAMS);
     }
-    if config.qp_type == QpType::Ud {
-        needs = needs.without(Attrs::DEST_QPN);
+    let rc_only = Attrs::MAX_DEST_RD_ATOMIC
+        .union(Attrs::MIN_RNR_TIMER)
+        .union(Attrs::TIMEOUT)
+        .union(Attrs::RETRY_CNT)
+        .union(Attrs::RNR_RETRY)
+        .union(Attrs::MAX_RD_ATOMIC);
+    match config.qp_type {
+        QpType::Rc => {}
+        QpType::Uc => needs = needs.without(rc_only),
+        QpType::Ud => {
+            needs = needs.without(
+                rc_only
+                    .union(Attrs::DEST_QPN)
+                    .union(Attrs::RQ_PSN)
+                    .union(Attrs::PMTU)
+                    .union(Attrs::PATH)
+                    .union(Attrs::ACCESS),
+            );
+        }
     }
     needs
 }

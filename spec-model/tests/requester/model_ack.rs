@@ -176,9 +176,27 @@ fn mr_read_8_gap_rerequest() {
         (0x100 + 1024, 7, 2500 - 1024)
     );
     // The re-request is answered with First (1024) and Last.
-    let (s, _) = respond(s, &read_resp(Opcode::RC_READ_RESPONSE_FIRST, 1, 1024), 3);
-    let (_, out) = respond(s, &read_resp(Opcode::RC_READ_RESPONSE_LAST, 2, 452), 4);
+    let (r, _) = respond(
+        s.clone(),
+        &read_resp(Opcode::RC_READ_RESPONSE_FIRST, 1, 1024),
+        3,
+    );
+    let (_, out) = respond(r, &read_resp(Opcode::RC_READ_RESPONSE_LAST, 2, 452), 4);
     assert_eq!(completions(&out), vec![(0, WcStatus::Success)]);
+    // MR-READ-7 (SPEC v1.1): Middle and Last there (rxe's replay) are accepted too.
+    let (r, out) = respond(
+        s.clone(),
+        &read_resp(Opcode::RC_READ_RESPONSE_MIDDLE, 1, 1024),
+        3,
+    );
+    assert!(completions(&out).is_empty() && !enters_error(&out));
+    let (_, out) = respond(r, &read_resp(Opcode::RC_READ_RESPONSE_LAST, 2, 452), 4);
+    assert_eq!(completions(&out), vec![(0, WcStatus::Success)]);
+    // A Middle at the READ's first PSN, before anything arrived, is not.
+    let s = state(rc(1024));
+    let (s, _) = s.post_send(WorkRequest::read(2500, 0x100, 7), 0);
+    let (_, out) = respond(s, &read_resp(Opcode::RC_READ_RESPONSE_MIDDLE, 0, 1024), 1);
+    assert_eq!(completions(&out), vec![(0, WcStatus::BadRespErr)]);
 }
 
 /// MR-REQ-4: an ACK beyond a READ whose responses did not arrive re-requests it.
@@ -315,4 +333,27 @@ fn no_panic_on_any_response_shape() {
             }
         }
     }
+}
+
+/// MR-REQ-10 (SPEC v1.1): a READ response in the expected position with the
+/// wrong payload length fails the READ with BAD_RESP_ERR or LOC_LEN_ERR
+/// (hfi1's `ack_len_err`), and the QP enters ERR.
+#[test]
+fn mr_req_10_read_response_of_the_wrong_length() {
+    let s = state(rc(1024));
+    let (s, _) = s.post_send(WorkRequest::read(2500, 0x100, 7), 0);
+    let (_, out) = respond(s, &read_resp(Opcode::RC_READ_RESPONSE_FIRST, 0, 1000), 1);
+    let spec = out
+        .required
+        .iter()
+        .find_map(|c| match &c.value {
+            Effect::Complete(spec) if spec.wr == 0 => Some(spec.status.clone()),
+            _ => None,
+        })
+        .expect("the READ completes");
+    assert_eq!(
+        spec,
+        Field::OneOf(vec![WcStatus::BadRespErr, WcStatus::LocLenErr])
+    );
+    assert!(enters_error(&out), "MR-REQ-10");
 }

@@ -244,27 +244,39 @@ fn mr_psn_3_wrap_and_read_reservation() {
     );
 }
 
-/// MR-PKT-8: a message longer than max_msg_size completes with LOC_LEN_ERR
-/// and sends nothing.
+/// MR-PKT-8: a message longer than max_msg_size sends nothing and completes
+/// with LOC_LEN_ERR, which takes an RC QP to ERR (§6.2, SPEC v1.1).
 #[test]
 fn mr_pkt_8_oversize_is_loc_len_err() {
-    let s = state(RequesterAttrs {
+    let attrs = RequesterAttrs {
         max_msg_size: 4096,
         ..rc(1024)
-    });
-    let (s, out) = s.post_send(WorkRequest::send(4097), 0);
+    };
+    let (s, out) = state(attrs.clone()).post_send(WorkRequest::send(4097), 0);
     assert!(sent(&out).is_empty());
     assert_eq!(completions(&out), vec![(0, WcStatus::LocLenErr)]);
-    // Behind an outstanding message it completes in posting order (MR-REQ-1).
-    let (s, out) = s.post_send(WorkRequest::send(10), 0);
+    assert!(enters_error(&out), "MR-PKT-8: an RC QP enters ERR");
+    let (_, out) = s.post_send(WorkRequest::send(10), 0);
+    assert!(sent(&out).is_empty());
+    assert_eq!(completions(&out), vec![(1, WcStatus::WrFlushErr)]);
+    // Behind an outstanding message it completes in posting order (MR-REQ-1),
+    // and the work request after it is flushed, not sent.
+    let (s, out) = state(attrs).post_send(WorkRequest::send(10), 0);
     assert_eq!(sent(&out), vec![(0x04, 0)]);
     let (s, out) = s.post_send(WorkRequest::send(5000), 0);
     assert!(completions(&out).is_empty());
+    let (s, out) = s.post_send(WorkRequest::send(10), 0);
+    assert!(sent(&out).is_empty(), "nothing starts after the failed one");
     let (_, out) = respond(s, &ack(0), 1);
     assert_eq!(
         completions(&out),
-        vec![(1, WcStatus::Success), (2, WcStatus::LocLenErr)]
+        vec![
+            (0, WcStatus::Success),
+            (1, WcStatus::LocLenErr),
+            (2, WcStatus::WrFlushErr)
+        ]
     );
+    assert!(enters_error(&out));
 }
 
 /// MR-REQ-7: a READ or atomic beyond max_rd_atomic waits (and so does

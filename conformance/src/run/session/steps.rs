@@ -168,11 +168,13 @@ impl Test<'_> {
                 let reply = self.iut.agent(json!({"op": "query_qp", "qpn": qpn}))?;
                 let map = agent_ok(reply, "query_qp").map_err(Stop::Inconc)?;
                 let got = map.get("state").and_then(Value::as_str).unwrap_or("none");
-                if got.eq_ignore_ascii_case(&want.state) {
+                let allowed = std::iter::once(&want.state).chain(&want.alternatives);
+                if allowed.clone().any(|s| got.eq_ignore_ascii_case(s)) {
                     self.record("expect_qp_state", true, got.to_string());
                     Ok(())
                 } else {
-                    let reason = format!("QP state {got}, expected {}", want.state);
+                    let names: Vec<&str> = allowed.map(String::as_str).collect();
+                    let reason = format!("QP state {got}, expected {}", names.join(" or "));
                     self.record("expect_qp_state", false, reason.clone());
                     Err(self.fail(&want.requirement, reason))
                 }

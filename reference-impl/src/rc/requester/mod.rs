@@ -183,8 +183,10 @@ impl Requester {
                     let wc = w.completion(status);
                     self.sq.pop_front();
                     cfg.complete_send(env, wc);
-                    if status == WcStatus::LocProtErr {
-                        env.enter_err = true; // MR-PKT-9
+                    if matches!(status, WcStatus::LocProtErr | WcStatus::LocLenErr) {
+                        // MR-PKT-9, MR-PKT-8 (SPEC v1.1): a completion in
+                        // error takes the QP to ERR.
+                        env.enter_err = true;
                         return;
                     }
                     continue;

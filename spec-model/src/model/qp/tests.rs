@@ -154,6 +154,45 @@ fn mp_parameters_needed_only_for_mp_qps_and_dest_qpn_not_for_ud() {
         ),
         Ok(QpState::Rtr)
     );
+    // SPEC v1.1 §6.2 (verbs `qp_state_table`): UD needs nothing for
+    // INIT → RTR, only `sq_psn` for RTR → RTS, no access flags for
+    // RESET → INIT; UC needs no RDMA-resource, RNR, timeout or retry ones.
+    assert_eq!(
+        modify(&ud, QpState::Init, QpState::Rtr, Attrs::NONE),
+        Ok(QpState::Rtr)
+    );
+    assert_eq!(
+        modify(&ud, QpState::Rtr, QpState::Rts, Attrs::SQ_PSN),
+        Ok(QpState::Rts)
+    );
+    assert_eq!(
+        modify(
+            &ud,
+            QpState::Reset,
+            QpState::Init,
+            Attrs::P_KEY_INDEX.union(Attrs::PORT)
+        ),
+        Ok(QpState::Init)
+    );
+    let uc = QpConfig::new(QpType::Uc);
+    let uc_rtr = Attrs::DEST_QPN
+        .union(Attrs::RQ_PSN)
+        .union(Attrs::PMTU)
+        .union(Attrs::PATH);
+    assert_eq!(
+        modify(&uc, QpState::Init, QpState::Rtr, uc_rtr),
+        Ok(QpState::Rtr)
+    );
+    assert_eq!(
+        modify(&uc, QpState::Rtr, QpState::Rts, Attrs::SQ_PSN),
+        Ok(QpState::Rts)
+    );
+    assert_eq!(
+        modify(&uc, QpState::Init, QpState::Rtr, Attrs::DEST_QPN),
+        Err(Rejection::MissingAttributes {
+            missing: Attrs::RQ_PSN.union(Attrs::PMTU).union(Attrs::PATH)
+        })
+    );
 }
 
 #[test]

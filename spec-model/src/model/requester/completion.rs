@@ -23,11 +23,16 @@ pub(super) fn push_flush(out: &mut Outcomes, id: u64) {
 }
 
 /// A UD message longer than the PMTU: nothing sent ("MR-UD-4"), completion
-/// with SUCCESS or LOC_LEN_ERR and the QP stays in RTS ("MR-UD-5"). An
-/// unsignaled work request may also complete silently with SUCCESS.
+/// with SUCCESS (the QP stays in RTS) or LOC_LEN_ERR (the QP leaves RTS)
+/// ("MR-UD-5"). An unsignaled work request may also complete silently with
+/// SUCCESS.
 pub(super) fn ud_oversize(w: &SendWqe) -> Outcomes {
     let reqs: &'static [&'static str] = &["MR-UD-4", "MR-UD-5"];
-    let error = Outcomes::none().require(reqs, completion(w.id, Field::Exact(WcStatus::LocLenErr)));
+    // LOC_LEN_ERR leaves RTS (SQE or ERR, §6.2); the requester model keeps
+    // no SQE, so the change of state is allowed, not required.
+    let error = Outcomes::none()
+        .require(reqs, completion(w.id, Field::Exact(WcStatus::LocLenErr)))
+        .allow(reqs, Effect::EnterError);
     let success = if w.wr.signaled {
         Outcomes::none().require(reqs, completion(w.id, Field::Exact(WcStatus::Success)))
     } else {

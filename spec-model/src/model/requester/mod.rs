@@ -196,7 +196,7 @@ impl RequesterState {
     ///
     /// Outcomes: the packets of every message that may start now (in order),
     /// or the completions of a work request that fails locally: LOC_LEN_ERR
-    /// for a message longer than `max_msg_size` (MR-PKT-8), SUCCESS or
+    /// for a message longer than `max_msg_size` (MR-PKT-8, then ERR), SUCCESS or
     /// LOC_LEN_ERR for a UD message longer than the PMTU (MR-UD-4, MR-UD-5),
     /// WR_FLUSH_ERR in ERR (MR-QP-6).
     pub fn post_send(mut self, wr: WorkRequest, now_ns: u64) -> (Self, Outcomes) {
@@ -238,7 +238,9 @@ impl RequesterState {
     /// Local checks before a work request may start.
     fn local_check(&self, wr: &WorkRequest) -> Option<WqePhase> {
         if wr.length > self.attrs.max_msg_size.min(1 << 31) {
-            return Some(WqePhase::Failed(WcStatus::LocLenErr, &["MR-PKT-8"]));
+            // "MR-PKT-8": nothing sent; LOC_LEN_ERR at the head of the queue,
+            // and that completion in error takes the QP to ERR (§6.2).
+            return Some(WqePhase::LocalError(WcStatus::LocLenErr, &["MR-PKT-8"]));
         }
         let supported = match self.attrs.qp_type {
             QpType::Rc => true,

@@ -4,7 +4,7 @@
 use super::attrs::{QpStatus, QpType};
 use super::local::accessible;
 use super::{RequesterState, WqePhase, WrOp};
-use crate::model::{Effect, Outcomes, WcStatus};
+use crate::model::{Effect, Field, Outcomes, WcStatus};
 use metaroce_codec::ext::SyndromeKind;
 use metaroce_codec::{Opcode, Psn, RocePacket, ServiceClass};
 
@@ -148,6 +148,21 @@ impl RequesterState {
         }
     }
 
+    /// A READ response of the right kind and position whose payload length
+    /// is wrong: BAD_RESP_ERR, or LOC_LEN_ERR as hfi1 reports it
+    /// (`ack_len_err`), "MR-REQ-10".
+    fn bad_length(&mut self, idx: usize, out: &mut Outcomes) {
+        let wr = self.queue[idx].id;
+        self.bad_response(Some(idx), out);
+        for c in &mut out.required {
+            if let Effect::Complete(spec) = &mut c.value
+                && spec.wr == wr
+            {
+                spec.status = Field::OneOf(vec![WcStatus::BadRespErr, WcStatus::LocLenErr]);
+            }
+        }
+    }
+
     fn on_atomic_ack(&mut self, pkt: &RocePacket<'_>, now_ns: u64, out: &mut Outcomes) {
         let p = pkt.bth.psn;
         let Some(idx) = self.wqe_holding(p) else {
@@ -260,9 +275,22 @@ impl RequesterState {
                 pkt.payload.len() == pmtu as usize,
             ),
         };
-        if op != want || !len_ok {
+        // "MR-READ-7": after a re-request from a PSN inside the READ, First or
+        // Only there is the rule, and Middle or Last (rxe's replay) is
+        // accepted too.
+        let replay = match want {
+            Opcode::RC_READ_RESPONSE_FIRST if w.responses > 0 => {
+                Some(Opcode::RC_READ_RESPONSE_MIDDLE)
+            }
+            Opcode::RC_READ_RESPONSE_ONLY if w.responses > 0 => Some(Opcode::RC_READ_RESPONSE_LAST),
+            _ => None,
+        };
+        if op != want && Some(op) != replay {
             // "MR-REQ-10": e.g. a Middle or Last when no READ response is in progress.
             return self.bad_response(Some(idx), out);
+        }
+        if !len_ok {
+            return self.bad_length(idx, out);
         }
         if w.responses == 0 && !self.implicit_ack(p, now_ns, out) {
             return;

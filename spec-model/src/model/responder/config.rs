@@ -68,6 +68,10 @@ pub struct Features {
     pub atomic_write: bool,
     /// `send_with_invalidate`.
     pub send_with_invalidate: bool,
+    /// `invalidate_reg_mr`: a SEND with Invalidate can invalidate a region
+    /// registered with `reg_mr` (MR-RSP-10; the model's regions are all of
+    /// that kind).
+    pub invalidate_reg_mr: bool,
     /// `immediate`.
     pub immediate: bool,
     /// `credits`.
@@ -81,6 +85,7 @@ impl Features {
         flush: true,
         atomic_write: true,
         send_with_invalidate: true,
+        invalidate_reg_mr: true,
         immediate: true,
         credits: false,
     };
@@ -91,6 +96,7 @@ impl Features {
         flush: false,
         atomic_write: false,
         send_with_invalidate: false,
+        invalidate_reg_mr: false,
         immediate: true,
         credits: false,
     };

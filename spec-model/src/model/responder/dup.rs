@@ -85,23 +85,47 @@ pub(crate) fn duplicate(st: &ResponderState, pkt: &RocePacket<'_>) -> Vec<Branch
     }
 }
 
-/// Whether a duplicate READ at `psn` for `[va, va + len)` under `rkey` is
-/// consistent with the kept READ `slot` (MR-DUP-4).
-fn consistent(slot: &Resource, psn: Psn, va: u64, rkey: u32, len: u32, pmtu: u32) -> bool {
-    let offset = u64::from(psn.distance(slot.psn)) * u64::from(pmtu);
-    rkey == slot.rkey
-        && u128::from(va) == u128::from(slot.va) + u128::from(offset)
-        && u64::from(len) <= u64::from(slot.len).saturating_sub(offset)
+/// How a duplicate READ at `psn` for `[va, va + len)` under `rkey` relates
+/// to the kept READ `slot` (§6.9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fit {
+    /// The re-request of the rest from `psn` (MR-DUP-4).
+    ReRequest,
+    /// Longer than what remains of the kept READ from `psn` (MR-DUP-6: drop).
+    TooLong,
+    /// Inside, but another VA or R_Key or a shorter length (MR-DUP-6: drop
+    /// or answer).
+    Other,
 }
 
-/// A duplicate READ: re-executed from its PSN when it matches a kept READ
-/// (MR-DUP-4), else dropped (MR-DUP-6).
+fn fit(slot: &Resource, psn: Psn, va: u64, rkey: u32, len: u32, pmtu: u32) -> Fit {
+    let offset = u64::from(psn.distance(slot.psn)) * u64::from(pmtu);
+    let rest = u64::from(slot.len).saturating_sub(offset);
+    if u64::from(len) > rest {
+        Fit::TooLong
+    } else if rkey == slot.rkey
+        && u128::from(va) == u128::from(slot.va) + u128::from(offset)
+        && u64::from(len) == rest
+    {
+        Fit::ReRequest
+    } else {
+        Fit::Other
+    }
+}
+
+/// A duplicate READ: re-executed from its PSN when it is the re-request of
+/// a kept READ (MR-DUP-4), dropped when it lies outside every kept READ or
+/// asks for more than the rest (MR-DUP-6), dropped or answered otherwise.
 fn read(st: &ResponderState, pkt: &RocePacket<'_>, unseen: bool) -> Vec<Branch> {
     let Some(reth) = pkt.ext.reth else {
         return vec![dropped(st)];
     };
     let psn = pkt.bth.psn;
-    let reexecute = || -> Vec<Branch> {
+    // Answered as a new READ of its own VA, R_Key and length from `psn`; a
+    // key that no longer grants the range of a re-request is NAKed 0x62
+    // (rxe) or the request dropped (hfi1), MR-DUP-4; for another duplicate
+    // (`rerequest` false) it is dropped, MR-DUP-6.
+    let reexecute = |rerequest: bool| -> Vec<Branch> {
         let responses = ack::read_responses(st, psn, reth.va, reth.rkey, reth.dma_len);
         let mut outcomes = Outcomes::none();
         for r in responses {
@@ -121,11 +145,14 @@ fn read(st: &ResponderState, pkt: &RocePacket<'_>, unseen: bool) -> Vec<Branch> 
             AccessFlags::READ,
             true,
         );
-        let fail = || nak::rc_fail(st, pkt, access(&["MR-DUP-4", "MR-RSP-6"]));
+        let mut bad = vec![dropped(st)];
+        if rerequest {
+            bad.insert(0, nak::rc_fail(st, pkt, access(&["MR-DUP-4", "MR-RSP-6"])));
+        }
         match verdict {
             Knowledge::Known(Ok(_)) => vec![ok],
-            Knowledge::Known(Err(_)) => vec![fail()],
-            Knowledge::Unknown => vec![ok, fail()],
+            Knowledge::Known(Err(_)) => bad,
+            Knowledge::Unknown => std::iter::once(ok).chain(bad).collect(),
         }
     };
     let pmtu = st.attrs.pmtu.max(1);
@@ -133,12 +160,14 @@ fn read(st: &ResponderState, pkt: &RocePacket<'_>, unseen: bool) -> Vec<Branch> 
         r.kind == ResourceKind::Read && r.contains(psn)
     });
     match found {
-        Some((slot, kept)) if consistent(slot, psn, reth.va, reth.rkey, reth.dma_len, pmtu) => {
-            kept_or_dropped(st, kept, reexecute())
-        }
-        Some(_) => vec![dropped(st)], // "MR-DUP-6": VA, length or R_Key inconsistent
+        Some((slot, kept)) => match fit(slot, psn, reth.va, reth.rkey, reth.dma_len, pmtu) {
+            Fit::ReRequest => kept_or_dropped(st, kept, reexecute(true)),
+            Fit::TooLong => vec![dropped(st)], // "MR-DUP-6"
+            // "MR-DUP-6": another VA or R_Key, or shorter: drop or answer.
+            Fit::Other => kept_or_dropped(st, Knowledge::Unknown, reexecute(false)),
+        },
         None if unseen => {
-            let mut all = reexecute();
+            let mut all = reexecute(true);
             all.push(dropped(st));
             all
         }

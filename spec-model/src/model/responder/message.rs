@@ -202,7 +202,16 @@ pub(crate) fn message(
             Fail::Nak {
                 syndrome: Syndrome::NAK_INVALID_REQUEST,
                 reqs: &["MR-RSP-8"],
-                wc: Some((wr.id, WcStatus::RemInvReqErr)),
+                // LOC_LEN_ERR (verbs, mlx5), LOC_QP_OP_ERR (rdmavt),
+                // REM_INV_REQ_ERR (rxe).
+                wc: Some((
+                    wr.id,
+                    &[
+                        WcStatus::LocLenErr,
+                        WcStatus::LocQpOpErr,
+                        WcStatus::RemInvReqErr,
+                    ],
+                )),
             },
         )?;
         Eval::require(
@@ -210,7 +219,7 @@ pub(crate) fn message(
             Fail::Nak {
                 syndrome: Syndrome::NAK_REMOTE_OP,
                 reqs: &["MR-RSP-9"],
-                wc: Some((wr.id, WcStatus::LocProtErr)),
+                wc: Some((wr.id, &[WcStatus::LocProtErr])),
             },
         )?;
     }
@@ -234,24 +243,36 @@ pub(crate) fn message(
         }
     }
 
-    // SEND with Invalidate (MR-RSP-10): the key must name an invalidatable
-    // region of the QP's protection domain.
+    // SEND with Invalidate (MR-RSP-10): the key must name a region of the
+    // QP's protection domain that the implementation invalidates (every
+    // region of the model is registered with `reg_mr`, which only
+    // `invalidate_reg_mr` implementations invalidate). A key it does not
+    // invalidate: NAK 0x61 or rxe's positive ACK, REM_INV_REQ_ERR and ERR
+    // (deferred branches), or a plain SEND completion (rdmavt: this branch).
     let invalidate = if inv && pos.ends() {
         let Some(ieth) = pkt.ext.ieth else {
             return Err(MALFORMED);
         };
         let ok = st.memory.as_ref().map(|regions| {
-            regions
-                .iter()
-                .any(|r| r.rkey == ieth.rkey && r.pd == st.attrs.pd && !r.bound)
+            st.features.invalidate_reg_mr
+                && regions
+                    .iter()
+                    .any(|r| r.rkey == ieth.rkey && r.pd == st.attrs.pd && !r.bound)
         });
-        let fail = Fail::Nak {
-            syndrome: Syndrome::NAK_INVALID_REQUEST,
-            reqs: &["MR-RSP-10"],
-            wc: recv.get().map(|wr| (wr.id, WcStatus::RemInvReqErr)),
+        let fail = Fail::InvalidateFailed {
+            wc: recv.get().map(|wr| wr.id),
         };
-        eval.check(ok, fail)?;
-        Some(ieth.rkey)
+        match ok {
+            Knowledge::Known(true) => Some(ieth.rkey),
+            Knowledge::Known(false) => {
+                eval.maybe.push(fail);
+                None
+            }
+            Knowledge::Unknown => {
+                eval.maybe.push(fail);
+                Some(ieth.rkey)
+            }
+        }
     } else {
         None
     };

@@ -368,11 +368,19 @@ impl DeferredFails {
 /// Why an in-sequence packet is not executed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fail {
-    /// A fatal NAK with this code; optionally the receive WR completes in error.
+    /// A fatal NAK with this code; optionally the receive WR completes in
+    /// error, with one of these statuses.
     Nak {
         syndrome: metaroce_codec::ext::Syndrome,
         reqs: &'static [&'static str],
-        wc: Option<(u64, crate::model::WcStatus)>,
+        wc: Option<(u64, &'static [crate::model::WcStatus])>,
+    },
+    /// A SEND with Invalidate whose key is not invalidated (MR-RSP-10): NAK
+    /// 0x61 with the receive WR in REM_INV_REQ_ERR, or (rxe) a positive ACK
+    /// with the same completion; ERR either way.
+    InvalidateFailed {
+        /// The receive work request, if known.
+        wc: Option<u64>,
     },
     /// No receive work request (RNR).
     Rnr,

@@ -45,10 +45,10 @@ impl Resource {
     }
 }
 
-/// The ring of the last `max_dest_rd_atomic` resources, oldest first.
-///
-/// With an unknown `max_dest_rd_atomic` the ring keeps up to 255 (the largest
-/// allowed value); whether an older slot would still be kept is then unknown.
+/// The resources, oldest first: the last `max_dest_rd_atomic` are kept for
+/// certain, older ones (up to [`remembered`]) perhaps (MR-DUP-3: an
+/// implementation keeps at least `max_dest_rd_atomic` and MAY keep more, as
+/// rdmavt's device-wide ack queue, 16 and more, does).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ResourceRing {
     slots: VecDeque<Resource>,
@@ -68,20 +68,34 @@ impl Clone for ResourceRing {
     }
 }
 
+/// How many resources the model remembers for a responder that keeps
+/// `capacity`: twice that, at least 32 (more than rdmavt's device-wide
+/// queue of 16 plus its extra entries), all 255 when the capacity is unknown.
+/// A duplicate of an older one is judged as never kept.
+pub fn remembered(capacity: Knowledge<u8>) -> usize {
+    match capacity.get() {
+        Some(c) => (2 * usize::from(c)).clamp(32, usize::from(u8::MAX)),
+        None => usize::from(u8::MAX),
+    }
+}
+
 impl ResourceRing {
-    /// Adds a resource, evicting the oldest when `capacity` slots are in use
-    /// (MR-DUP-3: reuse rather than NAK).
+    /// Adds a resource, forgetting the oldest beyond [`remembered`]
+    /// (MR-DUP-3: the oldest slot is reused, not NAKed; whether an
+    /// implementation still keeps one beyond `max_dest_rd_atomic` is its
+    /// choice).
     pub fn push(&mut self, resource: Resource, capacity: Knowledge<u8>) {
-        let cap = usize::from(capacity.get().unwrap_or(u8::MAX)).max(1);
-        while self.slots.len() >= cap {
+        let keep = remembered(capacity);
+        while self.slots.len() >= keep {
             self.slots.pop_front(); // "MR-DUP-3"
         }
         self.slots.push_back(resource);
     }
 
     /// The newest resource that `pred` accepts, and whether it is still kept:
-    /// known yes for a slot the known capacity keeps (and always for the newest),
-    /// unknown when the capacity is unknown.
+    /// known yes for a slot within the last `capacity` (and always for the
+    /// newest), unknown for an older one (MR-DUP-3: kept or not, as the
+    /// implementation chooses) or when the capacity is unknown.
     pub fn find(
         &self,
         capacity: Knowledge<u8>,
@@ -90,8 +104,8 @@ impl ResourceRing {
         let (age, r) = self.slots.iter().rev().enumerate().find(|(_, r)| pred(r))?;
         let kept = match capacity.get() {
             _ if age == 0 => Knowledge::Known(true),
-            Some(cap) => Knowledge::Known(age < usize::from(cap)),
-            None => Knowledge::Unknown,
+            Some(cap) if age < usize::from(cap) => Knowledge::Known(true),
+            _ => Knowledge::Unknown,
         };
         Some((r, kept))
     }

@@ -74,11 +74,17 @@ impl RequestStreamJudge {
             return Cause::SeqNak(nak);
         }
         if let Some((rnr_psn, arrived, wait)) = self.rnr.take() {
-            if psn != rnr_psn {
+            // "MR-RNR-4", "MR-REQ-4": a READ or atomic before the NAK lost its
+            // responses; the retry starts there, without the RNR wait.
+            let earlier_rdma = rnr_psn.is_after(psn) && self.is_rdma_request(psn);
+            if psn != rnr_psn && !earlier_rdma {
                 f.push(Finding::new(
                     "MR-RNR-4",
                     format!("retransmission after RNR NAK PSN {rnr_psn} resumes at PSN {psn}"),
                 ));
+            }
+            if earlier_rdma {
+                return Cause::Rnr;
             }
             if let (Some(now), Some(at)) = (now_ns, arrived) {
                 let waited = now.saturating_sub(at);
