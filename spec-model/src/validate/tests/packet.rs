@@ -122,7 +122,8 @@ fn mr_ud_10_ud_packets_should_carry_ack_req_0_and_qp1_is_not_ud_data() {
     let ud = PacketBuilder::new(Opcode::UD_SEND_ONLY).payload(data(4));
     assert_clean(&ud, &ctx());
     assert_only(&ud.clone().ack_req(true), &ctx(), "MR-UD-10");
-    // A CM datagram for QP 1 (rxe sets AckReq on it) is judged by §6.22.
+    // A CM datagram for QP 1 (rxe sets AckReq on it) is judged by §6.22
+    // (MR-CM-1), not as UD data.
     assert_clean(&ud.ack_req(true).bth(|b| b.dest_qp = 1), &ctx());
 }
 
