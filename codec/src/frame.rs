@@ -496,6 +496,16 @@ impl<'a> Frame<'a> {
         Some(roce.payload.len() + missing.saturating_sub(tail))
     }
 
+    /// Whether the capture cut a RoCE packet inside its headers (BTH or an
+    /// extension header): UDP named a RoCE port (or the GRH a BTH), and no
+    /// `roce` was decoded.
+    pub fn cut_in_roce_headers(&self) -> bool {
+        self.roce.is_none()
+            && self.cut.is_some_and(|c| {
+                c.layer.is_roce() && !matches!(c.layer, Layer::Payload | Layer::Icrc)
+            })
+    }
+
     /// Whether the capture holds the whole RoCE packet, ICRC included.
     pub fn roce_whole(&self) -> bool {
         self.cut.is_none_or(|c| c.roce_missing == 0)

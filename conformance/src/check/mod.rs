@@ -162,7 +162,7 @@ impl Inspector {
             }
         };
         out.encapsulation = captured.encapsulation;
-        if out.frame.roce.is_none() && out.frame.cut.is_some_and(|c| c.layer.is_roce()) {
+        if out.frame.cut_in_roce_headers() {
             out.outcome = if self.profile.is_some() {
                 Outcome::Filtered
             } else {

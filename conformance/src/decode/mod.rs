@@ -127,7 +127,7 @@ impl<'a> Decoded<'a> {
     /// Whether the frame is RoCE: it decoded as RoCE, or failed inside a RoCE header.
     pub fn is_roce(&self) -> bool {
         match &self.frame {
-            Ok(frame) => frame.roce.is_some() || frame.cut.is_some_and(|c| c.layer.is_roce()),
+            Ok(frame) => frame.roce.is_some() || frame.cut_in_roce_headers(),
             Err(DecodeError::Wire(e)) => e.layer.is_roce(),
             Err(DecodeError::LinkType(_)) => false,
         }
@@ -142,8 +142,7 @@ pub(crate) fn opcode_name(opcode: Opcode, dialect: Dialect) -> Option<&'static s
 /// The BTH of a RoCE packet the capture cut inside its extension headers
 /// (the BTH itself is whole): the frame has UDP and no RoCE packet.
 pub(crate) fn cut_bth(frame: &Frame<'_>) -> Option<metaroce_codec::BthRepr> {
-    let cut = frame.cut?;
-    if frame.roce.is_some() || !cut.layer.is_roce() || cut.layer == metaroce_codec::Layer::Bth {
+    if !frame.cut_in_roce_headers() || frame.cut?.layer == metaroce_codec::Layer::Bth {
         return None;
     }
     metaroce_codec::BthRepr::parse(frame.payload)
