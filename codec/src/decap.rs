@@ -386,7 +386,15 @@ pub struct Encapsulation {
 impl Encapsulation {
     /// The layers, outermost first.
     pub fn layers(&self) -> impl Iterator<Item = &Outer> {
-        self.layers.iter().flatten()
+        let len = usize::from(self.len).min(MAX_LAYERS);
+        self.layers[..len].iter().flatten()
+    }
+
+    /// Empties it without touching its storage (it is some 400 bytes: a
+    /// checker resets one per frame).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.len = 0;
     }
 
     /// Whether nothing was taken off.
@@ -711,30 +719,25 @@ fn vxlan(
     Ok(Some((outer, inner)))
 }
 
-/// A captured frame decoded by [`parse_captured`]: what was taken off it,
-/// and where its IP header (or GRH) starts, for the ICRC
-/// ([`crate::icrc::verify_ip_marked`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Captured<'a> {
-    /// The layers taken off (empty for a plain Ethernet frame).
-    pub encapsulation: Encapsulation,
-    /// The bytes from the decoded frame's IP header (or GRH) on.
-    pub ip_wire: &'a [u8],
-}
-
 /// Decodes captured frame `data` of link type `linktype` into `frame`: a
 /// plain Ethernet frame holding RoCE (with at most one tag) at once, the
 /// fast path; anything else after [`decapsulate`] took off the layers the
-/// capture added, if any. An Ethernet frame whose tunnel does not decode
-/// stays the outer frame it is. A link type not in [`LINKTYPES`] is
-/// `Unsupported`. Error offsets count from the first captured byte.
+/// capture added, if any, which go to `encapsulation` (emptied first).
+/// Returns the bytes from the decoded frame's IP header (or GRH) on, for
+/// the ICRC ([`crate::icrc::verify_ip_marked`]). An Ethernet frame whose
+/// tunnel does not decode stays the outer frame it is. A link type not in
+/// [`LINKTYPES`] is `Unsupported`. Error offsets count from the first
+/// captured byte. Both places are filled in place: the fast path moves
+/// nothing.
 #[inline]
 pub fn parse_captured<'a>(
     linktype: u32,
     data: &'a [u8],
     frame: &mut Frame<'a>,
+    encapsulation: &mut Encapsulation,
     options: &ParseOptions,
-) -> Result<Captured<'a>, WireError> {
+) -> Result<&'a [u8], WireError> {
+    encapsulation.clear();
     let plain = linktype == LINKTYPE_ETHERNET;
     let parsed = if plain {
         frame.parse_from(data, options)
@@ -748,25 +751,30 @@ pub fn parse_captured<'a>(
     };
     let ip_wire = |frame: &Frame<'_>| data.get(frame.ethernet.buffer_len()..).unwrap_or(&[]);
     if parsed.is_ok() && frame.roce.is_some() && frame.ethernet.tags().len() < 2 {
-        return Ok(Captured {
-            encapsulation: Encapsulation::default(),
-            ip_wire: ip_wire(frame),
-        });
+        return Ok(ip_wire(frame));
     }
+    slow_path(linktype, data, frame, encapsulation, options, parsed)
+}
+
+/// [`parse_captured`] beyond the fast path.
+#[inline(never)]
+fn slow_path<'a>(
+    linktype: u32,
+    data: &'a [u8],
+    frame: &mut Frame<'a>,
+    encapsulation: &mut Encapsulation,
+    options: &ParseOptions,
+    parsed: Result<(), WireError>,
+) -> Result<&'a [u8], WireError> {
     match decapsulate(linktype, data, options) {
-        Ok((encapsulation, inner)) if !encapsulation.is_empty() => {
+        Ok((enc, inner)) if !enc.is_empty() => {
+            *encapsulation = enc;
             inner.parse_into(frame, options)?;
-            Ok(Captured {
-                encapsulation,
-                ip_wire: inner.ip_bytes(frame),
-            })
+            Ok(inner.ip_bytes(frame))
         }
-        Err(e) if !plain => Err(e),
+        Err(e) if linktype != LINKTYPE_ETHERNET => Err(e),
         // Nothing to take off, or a tunnel that does not decode: the plain
         // parse stands.
-        _ => parsed.map(|()| Captured {
-            encapsulation: Encapsulation::default(),
-            ip_wire: ip_wire(frame),
-        }),
+        _ => parsed.map(|()| data.get(frame.ethernet.buffer_len()..).unwrap_or(&[])),
     }
 }

@@ -193,6 +193,7 @@ impl<'a> Frame<'a> {
     /// the captured frame (error offsets count from there). For link types
     /// whose header is not Ethernet ([`crate::decap`]): `ethernet` then
     /// stands for it, and [`Frame::emit`] writes it as an Ethernet header.
+    #[inline]
     pub fn parse_after(
         &mut self,
         ethernet: EthernetRepr,

@@ -141,13 +141,19 @@ impl Inspector {
         out.admitted = false;
         out.findings.clear();
         out.outcome = Outcome::Skipped;
-        out.encapsulation = Encapsulation::default();
+        out.encapsulation.clear();
         if !decap::LINKTYPES.contains(&linktype) {
             return;
         }
-        let parsed = decap::parse_captured(linktype, data, &mut out.frame, &self.options);
-        let captured = match parsed {
-            Ok(captured) => captured,
+        let parsed = decap::parse_captured(
+            linktype,
+            data,
+            &mut out.frame,
+            &mut out.encapsulation,
+            &self.options,
+        );
+        let ip_wire = match parsed {
+            Ok(ip_wire) => ip_wire,
             Err(e) => {
                 if self.profile.is_some() {
                     out.outcome = Outcome::Filtered;
@@ -161,7 +167,6 @@ impl Inspector {
                 return;
             }
         };
-        out.encapsulation = captured.encapsulation;
         if out.frame.cut_in_roce_headers() {
             out.outcome = if self.profile.is_some() {
                 Outcome::Filtered
@@ -180,7 +185,7 @@ impl Inspector {
             out.outcome = Outcome::Filtered;
             return;
         }
-        (out.status, out.mark) = icrc::verify_ip_marked(frame, captured.ip_wire);
+        (out.status, out.mark) = icrc::verify_ip_marked(frame, ip_wire);
         out.findings = validate_frame(frame, out.status, &self.ctx);
         if frame.roce.is_some() {
             let trimmed = taken_as_trimmed(frame, out.status, &self.ctx);

@@ -76,25 +76,14 @@ impl<'a> Decoded<'a> {
         options: &ParseOptions,
     ) -> Self {
         let mut parsed = Frame::default();
-        let (frame, encapsulation, icrc) = if decap::LINKTYPES.contains(&linktype) {
-            match decap::parse_captured(linktype, data, &mut parsed, options) {
-                Ok(c) => (
-                    Ok(parsed),
-                    c.encapsulation,
-                    icrc::verify_ip_marked(&parsed, c.ip_wire).0,
-                ),
-                Err(e) => (
-                    Err(DecodeError::Wire(e)),
-                    Encapsulation::default(),
-                    IcrcStatus::NotRoce,
-                ),
+        let mut encapsulation = Encapsulation::default();
+        let (frame, icrc) = if decap::LINKTYPES.contains(&linktype) {
+            match decap::parse_captured(linktype, data, &mut parsed, &mut encapsulation, options) {
+                Ok(ip_wire) => (Ok(parsed), icrc::verify_ip_marked(&parsed, ip_wire).0),
+                Err(e) => (Err(DecodeError::Wire(e)), IcrcStatus::NotRoce),
             }
         } else {
-            (
-                Err(DecodeError::LinkType(linktype)),
-                Encapsulation::default(),
-                IcrcStatus::NotRoce,
-            )
+            (Err(DecodeError::LinkType(linktype)), IcrcStatus::NotRoce)
         };
         Decoded {
             number,
