@@ -479,6 +479,7 @@ impl PacketBuilder {
             payload: &[],
             udp_excess: &[],
             trailer: &o.trailer,
+            cut: None,
         };
         match o.icrc {
             Some(trailer) => {

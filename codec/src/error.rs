@@ -56,6 +56,17 @@ pub enum Layer {
     Cm,
     /// Invariant CRC trailer.
     Icrc,
+    /// A capture's link-layer header other than Ethernet (Linux cooked
+    /// capture SLL or SLL2).
+    Link,
+    /// A GRE header (of a mirror or tunnel the capture holds).
+    Gre,
+    /// An ERSPAN header (type II or III) after GRE.
+    Erspan,
+    /// A VXLAN header.
+    Vxlan,
+    /// The Global Route Header of a RoCE v1 packet.
+    Grh,
 }
 
 impl Layer {
@@ -85,7 +96,30 @@ impl Layer {
             Layer::Mad => "mad",
             Layer::Cm => "cm",
             Layer::Icrc => "icrc",
+            Layer::Link => "link",
+            Layer::Gre => "gre",
+            Layer::Erspan => "erspan",
+            Layer::Vxlan => "vxlan",
+            Layer::Grh => "grh",
         }
+    }
+
+    /// Whether the layer is part of a RoCE packet (BTH to ICRC): an error
+    /// there is an error of a packet already known to be RoCE.
+    pub const fn is_roce(self) -> bool {
+        !matches!(
+            self,
+            Layer::Ethernet
+                | Layer::Vlan
+                | Layer::Ipv4
+                | Layer::Ipv6
+                | Layer::Udp
+                | Layer::Link
+                | Layer::Gre
+                | Layer::Erspan
+                | Layer::Vxlan
+                | Layer::Grh
+        )
     }
 }
 

@@ -17,6 +17,8 @@ pub mod field {
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// EtherType of IPv6.
 pub const ETHERTYPE_IPV6: u16 = 0x86DD;
+/// EtherType of RoCE v1 (InfiniBand GRH and BTH directly over Ethernet).
+pub const ETHERTYPE_ROCE_V1: u16 = 0x8915;
 /// TPID of an 802.1Q (customer) tag.
 pub const TPID_8021Q: u16 = 0x8100;
 /// TPID of an 802.1ad (service) tag.
@@ -24,7 +26,8 @@ pub const TPID_8021AD: u16 = 0x88A8;
 /// Legacy TPID some switches use for QinQ outer tags.
 pub const TPID_QINQ_LEGACY: u16 = 0x9100;
 
-const fn is_tpid(value: u16) -> bool {
+/// Whether `value` is the TPID of a VLAN tag this codec decodes.
+pub const fn is_tpid(value: u16) -> bool {
     matches!(value, TPID_8021Q | TPID_8021AD | TPID_QINQ_LEGACY)
 }
 
@@ -88,7 +91,7 @@ impl EthernetRepr {
     /// Parses the header and its tags. A third tag is reported as unsupported.
     #[inline]
     pub fn parse(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
-        let (repr, mut rest) = parse_fixed::<{ Self::BASE_LEN }, _>(Layer::Ethernet, input, |b| {
+        let (repr, rest) = parse_fixed::<{ Self::BASE_LEN }, _>(Layer::Ethernet, input, |b| {
             let mut dst = [0u8; 6];
             let mut src = [0u8; 6];
             dst.copy_from_slice(&b[field::DST]);
@@ -100,31 +103,52 @@ impl EthernetRepr {
                 ..EthernetRepr::default()
             }
         })?;
-        let mut repr = repr;
-        let mut ethertype = repr.ethertype;
+        repr.with_tags(rest, Self::BASE_LEN)
+    }
+
+    /// Reads the VLAN tags that follow when `self.ethertype` is a TPID
+    /// (`input` starts after that TPID, `offset` bytes into the frame, for
+    /// error offsets) and sets `ethertype` to the one after them: what
+    /// [`EthernetRepr::parse`] does after the MAC addresses, for link
+    /// headers that carry the EtherType elsewhere (Linux cooked capture).
+    pub fn with_tags(mut self, input: &[u8], offset: usize) -> Result<(Self, &[u8]), WireError> {
+        let mut rest = input;
+        let mut ethertype = self.ethertype;
         while is_tpid(ethertype) {
-            let offset = input.len() - rest.len();
-            if usize::from(repr.vlan_count) == repr.vlans.len() {
+            let at = offset + input.len() - rest.len();
+            if usize::from(self.vlan_count) >= self.vlans.len() {
                 return Err(WireError::unsupported(
                     Layer::Vlan,
                     "tpid",
-                    offset - 2,
+                    at.saturating_sub(2),
                     "more than two VLAN tags",
                 ));
             }
             let ((tci, next), after) =
                 parse_fixed::<{ VlanTag::LEN }, _>(Layer::Vlan, rest, |b| (be16(b, 0), be16(b, 2)))
-                    .map_err(|e| e.shifted(offset))?;
-            repr.vlans[usize::from(repr.vlan_count)] = VlanTag {
+                    .map_err(|e| e.shifted(at))?;
+            self.vlans[usize::from(self.vlan_count)] = VlanTag {
                 tpid: ethertype,
                 tci,
             };
-            repr.vlan_count += 1;
+            self.vlan_count += 1;
             ethertype = next;
             rest = after;
         }
-        repr.ethertype = ethertype;
-        Ok((repr, rest))
+        self.ethertype = ethertype;
+        Ok((self, rest))
+    }
+
+    /// The header without its outer tag (the frame inside a QinQ service
+    /// tag), and that tag; `None` without tags.
+    pub fn without_outer_tag(&self) -> Option<(Self, VlanTag)> {
+        let tags = self.tags();
+        let (&outer, inner) = tags.split_first()?;
+        let mut repr = *self;
+        repr.vlans = [VlanTag::default(); 2];
+        repr.vlans[..inner.len()].copy_from_slice(inner);
+        repr.vlan_count = inner.len() as u8;
+        Some((repr, outer))
     }
 
     /// The tags on the wire.

@@ -11,6 +11,11 @@
 //! IPv4 options, which RoCEv2 senders do not use, are covered as part of the
 //! IP header (as scapy does). Parsing never checks the ICRC; these functions
 //! are a separate step.
+//!
+//! RoCE v1 (IBA Annex A16) covers the same bytes without the UDP header:
+//! eight 0xFF bytes, the GRH masked as an IPv6 header is, the BTH masked,
+//! then the rest. A frame the capture cut short ([`crate::Cut`]) has no
+//! ICRC to check: [`IcrcStatus::NotCaptured`].
 
 use crate::bth::BthRepr;
 use crate::frame::{Frame, IpRepr};
@@ -29,6 +34,9 @@ pub enum IcrcStatus {
     NotRoce,
     /// The trailer matches.
     Valid,
+    /// A RoCE packet the capture did not record whole: its ICRC cannot be
+    /// checked (never a fault of the packet's sender).
+    NotCaptured,
     /// The trailer differs from the computed value.
     Invalid {
         /// CRC value computed over the frame.
@@ -39,10 +47,11 @@ pub enum IcrcStatus {
 }
 
 impl IcrcStatus {
-    /// `Some(true)` valid, `Some(false)` invalid, `None` for non-RoCE frames.
+    /// `Some(true)` valid, `Some(false)` invalid, `None` for non-RoCE
+    /// frames and packets the capture cut short.
     pub const fn is_valid(self) -> Option<bool> {
         match self {
-            IcrcStatus::NotRoce => None,
+            IcrcStatus::NotRoce | IcrcStatus::NotCaptured => None,
             IcrcStatus::Valid => Some(true),
             IcrcStatus::Invalid { .. } => Some(false),
         }
@@ -55,11 +64,21 @@ const EXT_MAX: usize = 160;
 
 /// Computes the ICRC value of a RoCEv2 packet given its IP and UDP headers.
 pub fn compute(ip: &IpRepr<'_>, udp: &UdpRepr, roce: &RocePacket<'_>) -> u32 {
+    compute_with(ip, Some(udp), roce)
+}
+
+/// Computes the ICRC value of a RoCE v1 packet given its GRH.
+pub fn compute_v1(grh: &IpRepr<'_>, roce: &RocePacket<'_>) -> u32 {
+    compute_with(grh, None, roce)
+}
+
+/// The ICRC over IP (or GRH), UDP when there is one, and the packet.
+fn compute_with(ip: &IpRepr<'_>, udp: Option<&UdpRepr>, roce: &RocePacket<'_>) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     // LRH stand-in, IP (at most 60 bytes as parsed), UDP and BTH, masked, and
     // the extension headers, in one buffer: one CRC update for all headers.
     const HEAD_MAX: usize = LRH_STANDIN.len() + 60 + UdpRepr::LEN + BthRepr::LEN + EXT_MAX;
-    let masked_len = ip.buffer_len() + UdpRepr::LEN + BthRepr::LEN;
+    let masked_len = ip.buffer_len() + udp.map_or(0, UdpRepr::buffer_len) + BthRepr::LEN;
     let ext_len = roce.ext.buffer_len();
     let head_len = LRH_STANDIN.len() + masked_len + ext_len;
     if head_len <= HEAD_MAX {
@@ -88,19 +107,25 @@ pub fn compute(ip: &IpRepr<'_>, udp: &UdpRepr, roce: &RocePacket<'_>) -> u32 {
     hasher.finalize()
 }
 
-/// Emits IP, UDP and BTH into `buf` (exactly their length) and masks the variant fields.
-fn mask_headers(buf: &mut [u8], ip: &IpRepr<'_>, udp: &UdpRepr, bth: &BthRepr) {
+/// Emits IP, UDP (when there is one) and BTH into `buf` (exactly their
+/// length) and masks the variant fields.
+fn mask_headers(buf: &mut [u8], ip: &IpRepr<'_>, udp: Option<&UdpRepr>, bth: &BthRepr) {
     let ip_len = ip.buffer_len();
-    // `buf` is sized by the caller to hold exactly these three headers.
+    // `buf` is sized by the caller to hold exactly these headers.
     let _ = ip.emit(buf);
-    let _ = udp.emit(&mut buf[ip_len..]);
-    let _ = bth.emit(&mut buf[ip_len + UdpRepr::LEN..]);
-    mask_in_place(buf, ip);
+    let mut at = ip_len;
+    if let Some(udp) = udp {
+        let _ = udp.emit(&mut buf[at..]);
+        at += UdpRepr::LEN;
+    }
+    let _ = bth.emit(&mut buf[at..]);
+    mask_in_place(buf, ip, udp.is_some());
 }
 
-/// Sets the variant fields of IP, UDP and BTH headers laid out in `buf`
-/// (exactly their length) to all ones: the one definition of the masking.
-fn mask_in_place(buf: &mut [u8], ip: &IpRepr<'_>) {
+/// Sets the variant fields of IP, UDP (`with_udp`) and BTH headers laid
+/// out in `buf` (exactly their length) to all ones: the one definition of
+/// the masking.
+fn mask_in_place(buf: &mut [u8], ip: &IpRepr<'_>, with_udp: bool) {
     let ip_len = ip.buffer_len();
     match ip {
         IpRepr::V4(_) => {
@@ -114,21 +139,33 @@ fn mask_in_place(buf: &mut [u8], ip: &IpRepr<'_>) {
             buf[crate::ipv6::field::HOP_LIMIT] = 0xFF;
         }
     }
-    let udp_checksum = ip_len + crate::udp::field::CHECKSUM;
-    buf[udp_checksum..udp_checksum + 2].fill(0xFF);
-    buf[ip_len + UdpRepr::LEN + crate::bth::field::CONGESTION] = 0xFF;
+    let mut bth = ip_len;
+    if with_udp {
+        let udp_checksum = ip_len + crate::udp::field::CHECKSUM;
+        buf[udp_checksum..udp_checksum + 2].fill(0xFF);
+        bth += UdpRepr::LEN;
+    }
+    buf[bth + crate::bth::field::CONGESTION] = 0xFF;
 }
 
-/// The ICRC value `frame` should carry, or `None` when it is not RoCEv2.
+/// The ICRC value `frame` should carry, or `None` when it is not RoCE
+/// (v2, or v1 when decoded) or the capture cut its packet short.
 pub fn expected(frame: &Frame<'_>) -> Option<u32> {
+    if !frame.roce_whole() {
+        return None;
+    }
     match (&frame.ip, &frame.udp, &frame.roce) {
         (Some(ip), Some(udp), Some(roce)) => Some(compute(ip, udp, roce)),
+        (Some(grh), None, Some(roce)) if frame.is_roce_v1() => Some(compute_v1(grh, roce)),
         _ => None,
     }
 }
 
 /// Checks the frame's ICRC trailer.
 pub fn verify(frame: &Frame<'_>) -> IcrcStatus {
+    if frame.roce.is_some() && !frame.roce_whole() {
+        return IcrcStatus::NotCaptured;
+    }
     match (expected(frame), &frame.roce) {
         (Some(expected), Some(roce)) if expected == roce.icrc_value() => IcrcStatus::Valid,
         (Some(expected), Some(roce)) => IcrcStatus::Invalid {
@@ -190,22 +227,40 @@ impl PayloadMark {
 /// [`verify_wire`], and the packet's [`PayloadMark`] taken on the way (`None`
 /// when the frame is not RoCE or `wire` does not match it).
 pub fn verify_wire_marked(frame: &Frame<'_>, wire: &[u8]) -> (IcrcStatus, Option<PayloadMark>) {
-    let (Some(ip), Some(_), Some(roce)) = (&frame.ip, &frame.udp, &frame.roce) else {
+    match wire.get(frame.ethernet.buffer_len()..) {
+        Some(ip_wire) => verify_ip_marked(frame, ip_wire),
+        None => (verify(frame), None),
+    }
+}
+
+/// [`verify_wire_marked`] for `ip_wire`, the bytes from the frame's IP
+/// header (or GRH) on: for frames whose link-layer header is not the
+/// Ethernet header they hold ([`Frame::parse_after`]), and frames found
+/// inside an encapsulation.
+pub fn verify_ip_marked(frame: &Frame<'_>, ip_wire: &[u8]) -> (IcrcStatus, Option<PayloadMark>) {
+    let (Some(ip), Some(roce)) = (&frame.ip, &frame.roce) else {
         return (IcrcStatus::NotRoce, None);
     };
-    if wire.len() != frame.buffer_len() {
+    let udp_len = match &frame.udp {
+        Some(_) => UdpRepr::LEN,
+        None if frame.is_roce_v1() => 0,
+        None => return (IcrcStatus::NotRoce, None),
+    };
+    if !frame.roce_whole() {
+        return (IcrcStatus::NotCaptured, None);
+    }
+    if ip_wire.len() + frame.ethernet.buffer_len() != frame.buffer_len() {
         return (verify(frame), None);
     }
-    let ip_start = frame.ethernet.buffer_len();
-    let masked_len = ip.buffer_len() + UdpRepr::LEN + BthRepr::LEN;
-    let covered_end = ip_start + ip.buffer_len() + UdpRepr::LEN + roce.buffer_len() - ICRC_LEN;
+    let masked_len = ip.buffer_len() + udp_len + BthRepr::LEN;
+    let covered_end = ip.buffer_len() + udp_len + roce.buffer_len() - ICRC_LEN;
     // The covered bytes after the masked headers: extension headers,
     // payload, pad.
     let payload_len = roce.payload.len();
     let pad_len = roce.pad.len();
     let (Some(masked_src), Some(rest), Ok(len)) = (
-        wire.get(ip_start..ip_start + masked_len),
-        wire.get(ip_start + masked_len..covered_end),
+        ip_wire.get(..masked_len),
+        ip_wire.get(masked_len..covered_end),
         u32::try_from(payload_len),
     ) else {
         return (verify(frame), None);
@@ -222,7 +277,7 @@ pub fn verify_wire_marked(frame: &Frame<'_>, wire: &[u8]) -> (IcrcStatus, Option
     let (lrh, masked) = head.split_at_mut(LRH_STANDIN.len());
     lrh.copy_from_slice(&LRH_STANDIN);
     masked.copy_from_slice(masked_src);
-    mask_in_place(masked, ip);
+    mask_in_place(masked, ip, udp_len != 0);
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(head);
     hasher.update(ext);

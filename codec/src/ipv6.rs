@@ -73,7 +73,7 @@ impl Ipv6Repr {
     }
 
     /// The fixed header, whatever its next header.
-    fn parse_fixed_header(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
+    pub fn parse_fixed_header(input: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let ((first, repr), rest) = parse_fixed::<{ Self::LEN }, _>(Layer::Ipv6, input, |b| {
             let first = be32(b, field::VER_TC_FLOW);
             let mut src = [0u8; 16];

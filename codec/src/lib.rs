@@ -3,7 +3,10 @@
 //! The wire codec of MetaRoCE: Ethernet (with up to two VLAN tags), IPv4,
 //! IPv6, UDP, the RoCEv2 Base Transport Header, every RoCEv2 extension header
 //! and the MetaRoCE MP headers; parse (with nom) and emit; the Invariant CRC;
-//! and a builder for valid and deliberately invalid packets. No I/O.
+//! and a builder for valid and deliberately invalid packets. For captures:
+//! RoCE v1, frames cut short by the capture ([`ParseOptions::accept_cut`]),
+//! and the layers a capture adds around them ([`decap`]: ERSPAN, GRE,
+//! VXLAN, QinQ, Linux cooked capture, raw IP). No I/O.
 //!
 //! Contracts:
 //! - **No panics** on any input: every parse returns a [`WireError`] that
@@ -20,6 +23,7 @@
 pub mod bth;
 pub mod builder;
 pub mod cm;
+pub mod decap;
 pub mod error;
 pub mod ethernet;
 pub mod ext;
@@ -38,7 +42,7 @@ pub use cm::{CmMad, CmMessage, MadHeader};
 pub use error::{Layer, WireError, WireErrorKind};
 pub use ethernet::{EthernetRepr, VlanTag};
 pub use ext::ExtHeaders;
-pub use frame::{Frame, IpRepr, ParseOptions};
+pub use frame::{Cut, Frame, IpRepr, ParseOptions};
 pub use icrc::IcrcStatus;
 pub use ipv4::Ipv4Repr;
 pub use ipv6::Ipv6Repr;

@@ -80,6 +80,65 @@ impl<'a> RocePacket<'a> {
         Ok(())
     }
 
+    /// [`RocePacket::parse_from`] for a packet a capture cut short:
+    /// `captured` holds its first bytes, `wire_len` is its length on the
+    /// wire (from the UDP length). Headers must be whole in `captured` (a
+    /// header cut short is its `Truncated` error); the payload, pad and
+    /// ICRC bytes captured are kept, the rest is missing. Returns the bytes
+    /// missing (0 when `captured` holds the whole packet, which parses as
+    /// [`RocePacket::parse_from`] does); the ICRC bytes not captured are 0.
+    /// PadCnt and the ICRC are checked against `wire_len` as
+    /// [`RocePacket::parse_from`] checks them against the input.
+    pub fn parse_cut_from(
+        &mut self,
+        captured: &'a [u8],
+        wire_len: usize,
+        dialect: Dialect,
+    ) -> Result<usize, WireError> {
+        if captured.len() >= wire_len {
+            self.parse_from(captured.get(..wire_len).unwrap_or(captured), dialect)?;
+            return Ok(0);
+        }
+        let (bth, rest) = BthRepr::parse(captured)?;
+        self.bth = bth;
+        let layout = bth.opcode.layout(dialect);
+        let headers = layout.map_or(&[][..], |l: &Layout| l.headers);
+        let rest = self
+            .ext
+            .parse_from(headers, rest)
+            .map_err(|e| e.shifted(BthRepr::LEN))?;
+        let body_start = captured.len() - rest.len();
+        // The caller bounds `captured` by `wire_len`: the headers fit.
+        let body_wire = wire_len.saturating_sub(body_start);
+        let Some(body_len) = body_wire.checked_sub(ICRC_LEN) else {
+            return Err(WireError::truncated(
+                Layer::Icrc,
+                "trailer",
+                body_start,
+                ICRC_LEN,
+                body_wire,
+            ));
+        };
+        let pad_len = usize::from(bth.pad_count);
+        let Some(payload_len) = body_len.checked_sub(pad_len) else {
+            return Err(WireError::invalid(
+                Layer::Bth,
+                "pad_count",
+                crate::bth::field::FLAGS,
+                u64::from(bth.pad_count),
+                "pad count exceeds the bytes between the headers and the ICRC",
+            ));
+        };
+        let payload_end = payload_len.min(rest.len());
+        let pad_end = body_len.min(rest.len());
+        self.payload = &rest[..payload_end];
+        self.pad = &rest[payload_end..pad_end];
+        self.icrc = [0; ICRC_LEN];
+        let icrc = &rest[pad_end..];
+        self.icrc[..icrc.len().min(ICRC_LEN)].copy_from_slice(&icrc[..icrc.len().min(ICRC_LEN)]);
+        Ok(body_wire - rest.len())
+    }
+
     /// Bytes on the wire, BTH to ICRC.
     pub fn buffer_len(&self) -> usize {
         BthRepr::LEN + self.ext.buffer_len() + self.payload.len() + self.pad.len() + ICRC_LEN

@@ -173,13 +173,28 @@ fn unsupported_features_are_named() {
         "vlan.tpid at byte 20: unsupported: more than two VLAN tags"
     );
 
+    // A Destination Options header (8 bytes) in front of UDP to 4791:
+    // MetaRoCE sends none, and the codec says so.
     let v6 = PacketBuilder::new(Opcode::RC_SEND_ONLY)
         .ipv6("::1".parse().unwrap(), "::2".parse().unwrap())
-        .ip_protocol(44)
         .build();
-    let err = Frame::parse(&v6, &ParseOptions::default()).unwrap_err();
+    let mut ext = v6[..54].to_vec();
+    ext[20] = 60;
+    let len = u16::from_be_bytes([ext[18], ext[19]]) + 8;
+    ext[18..20].copy_from_slice(&len.to_be_bytes());
+    ext.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
+    ext.extend_from_slice(&v6[54..]);
+    let err = Frame::parse(&ext, &ParseOptions::default()).unwrap_err();
     assert_eq!(
         err.to_string(),
         "ipv6.next_header at byte 20: unsupported: IPv6 extension headers"
     );
+    // The same chain in front of another UDP port: an IPv6 datagram kept
+    // whole as its payload, lossless.
+    let mut other = ext.clone();
+    other[54 + 8 + 2..54 + 8 + 4].copy_from_slice(&53u16.to_be_bytes());
+    let frame = Frame::parse(&other, &ParseOptions::default()).unwrap();
+    assert!(frame.udp.is_none() && frame.roce.is_none());
+    assert_eq!(frame.payload.len(), usize::from(len));
+    assert_eq!(frame.to_bytes(), other);
 }

@@ -35,9 +35,9 @@ pub use report::{
 };
 pub use tally::{IdTally, MAX_SAMPLES, Tally};
 
-use crate::decode::LINKTYPE_ETHERNET;
 use metaroce_codec::cm::{CmMad, carries_mad};
-use metaroce_codec::{Frame, IpRepr, Layer, Opcode, ParseOptions, ServiceClass, icrc};
+use metaroce_codec::decap::{self, Encapsulation};
+use metaroce_codec::{Frame, IpRepr, Opcode, ParseOptions, ServiceClass, icrc};
 use metaroce_spec::Profile;
 use metaroce_spec::judge::{
     ConnectionSummary, ConversationConfig, ConversationFinding, ConversationJudge, PacketMeta,
@@ -139,6 +139,9 @@ pub struct Inspection<'a> {
     cm: Option<CmMad>,
     /// The per-packet findings.
     findings: Vec<Finding>,
+    /// The layers the capture added around the frame, taken off before it
+    /// was decoded (empty for a plain Ethernet frame).
+    encapsulation: Encapsulation,
 }
 
 /// What became of an inspected frame.
@@ -152,6 +155,9 @@ enum Outcome {
     /// The codec could not decode it; `roce` when a RoCE header failed or a
     /// RoCE packet sits behind IPv6 extension headers.
     Undecodable { roce: bool },
+    /// A UDP datagram to a RoCE port that the capture cut inside its RoCE
+    /// headers: counted, not judged.
+    CutInHeaders,
     /// Decoded: `frame` holds it.
     Decoded,
 }
@@ -166,6 +172,12 @@ impl Inspector {
 
     /// [`Inspector::inspect`] into a place the caller holds (fresh or used
     /// before): the frame is decoded where it stays, not moved after.
+    ///
+    /// A plain Ethernet frame holding RoCE with at most one tag is decoded
+    /// at once (the fast path); anything else is first stripped of the
+    /// layers the capture added ([`decap::decapsulate`]: a link-layer
+    /// header other than Ethernet, a QinQ service tag, ERSPAN, GRE, VXLAN)
+    /// and the frame inside is judged.
     pub fn inspect_into<'a>(&self, linktype: u32, data: &'a [u8], out: &mut Inspection<'a>) {
         out.status = icrc::IcrcStatus::NotRoce;
         out.mark = None;
@@ -174,22 +186,38 @@ impl Inspector {
         out.cm = None;
         out.findings.clear();
         out.outcome = Outcome::Skipped;
-        if linktype != LINKTYPE_ETHERNET {
+        out.encapsulation.clear();
+        if !decap::LINKTYPES.contains(&linktype) {
             return;
         }
-        if let Err(e) = out.frame.parse_from(data, &self.options) {
-            if self.profile.is_some() {
-                out.outcome = Outcome::Filtered;
+        let parsed = decap::parse_captured(
+            linktype,
+            data,
+            &mut out.frame,
+            &mut out.encapsulation,
+            &self.options,
+        );
+        let ip_wire = match parsed {
+            Ok(ip_wire) => ip_wire,
+            Err(e) => {
+                if self.profile.is_some() {
+                    out.outcome = Outcome::Filtered;
+                    return;
+                }
+                out.findings = validate_undecodable(data, &e, &self.ctx);
+                // A RoCE header failed, or a RoCE packet sits behind IPv6
+                // extension headers (MR-ENC-8).
+                let roce = e.layer.is_roce() || out.findings.iter().any(|f| f.id == "MR-ENC-8");
+                out.outcome = Outcome::Undecodable { roce };
                 return;
             }
-            out.findings = validate_undecodable(data, &e, &self.ctx);
-            // A RoCE header failed, or a RoCE packet sits behind IPv6
-            // extension headers (MR-ENC-8).
-            let roce = !matches!(
-                e.layer,
-                Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
-            ) || out.findings.iter().any(|f| f.id == "MR-ENC-8");
-            out.outcome = Outcome::Undecodable { roce };
+        };
+        if out.frame.cut_in_roce_headers() {
+            out.outcome = if self.profile.is_some() {
+                Outcome::Filtered
+            } else {
+                Outcome::CutInHeaders
+            };
             return;
         }
         let frame = &out.frame;
@@ -202,7 +230,7 @@ impl Inspector {
             out.outcome = Outcome::Filtered;
             return;
         }
-        (out.status, out.mark) = icrc::verify_wire_marked(frame, data);
+        (out.status, out.mark) = icrc::verify_ip_marked(frame, ip_wire);
         out.findings = validate_frame(frame, out.status, &self.ctx);
         if let Some(roce) = &frame.roce {
             let trimmed = taken_as_trimmed(frame, out.status, &self.ctx);
@@ -270,6 +298,20 @@ pub struct Summary {
     pub undecodable: u64,
     /// Frames left out by the profile filter.
     pub filtered: u64,
+    /// Frames the capture cut short (it keeps the first bytes of each
+    /// frame, or recorded fewer than the IP header says): decoded as far
+    /// as they go, their payload lengths taken from the IP and UDP
+    /// headers, their ICRC not checked.
+    pub cut: u64,
+    /// Of those, RoCE frames cut inside their RoCE headers: not judged.
+    pub cut_in_headers: u64,
+    /// Frames whose ICRC the capture did not record (cut in the payload,
+    /// pad or ICRC).
+    pub icrc_not_captured: u64,
+    /// Frames found inside layers the capture added, per kind of
+    /// encapsulation (`erspan-ii`, `sll`, `qinq`, ...: the layers' names
+    /// joined by `/`).
+    pub encapsulated: std::collections::BTreeMap<String, u64>,
     /// Findings of severity MUST.
     pub must: u64,
     /// Findings of severity SHOULD.
@@ -325,7 +367,12 @@ pub fn profile_of(op: Opcode) -> Profile {
 impl Checker {
     /// A checker for traffic described by `ctx`.
     pub fn new(ctx: Context) -> Self {
-        let options = ctx.parse_options();
+        // Captures hold frames cut short and RoCE v1.
+        let options = ParseOptions {
+            accept_cut: true,
+            roce_v1: true,
+            ..ctx.parse_options()
+        };
         Checker {
             inspector: Inspector {
                 admission: FrameAdmission::new(options.dialect),
@@ -388,8 +435,17 @@ impl Checker {
         inspection: &mut Inspection<'_>,
     ) -> Vec<Reported> {
         self.summary.frames += 1;
+        if !inspection.encapsulation.is_empty() {
+            self.count_encapsulation(&inspection.encapsulation);
+        }
         match inspection.outcome {
             Outcome::Skipped => return Vec::new(),
+            Outcome::CutInHeaders => {
+                self.summary.roce_frames += 1;
+                self.summary.cut += 1;
+                self.summary.cut_in_headers += 1;
+                return Vec::new();
+            }
             Outcome::Filtered => {
                 self.summary.filtered += 1;
                 return Vec::new();
@@ -436,13 +492,28 @@ impl Checker {
             held_icrc = icrc;
             findings = rest;
         }
-        let (Some(ip), Some(udp), Some(pkt)) =
-            (frame.ip.as_ref(), frame.udp.as_ref(), frame.roce.as_ref())
-        else {
+        if frame.cut.is_some() {
+            self.summary.cut += 1;
+        }
+        if inspection.status == icrc::IcrcStatus::NotCaptured {
+            self.summary.icrc_not_captured += 1;
+        }
+        let (Some(ip), Some(pkt)) = (frame.ip.as_ref(), frame.roce.as_ref()) else {
             for f in &findings {
                 self.summary.count(f);
             }
             return packet_reported(number, findings, Vec::new(), None);
+        };
+        // RoCE v1 has no UDP header: its source port is taken as 0.
+        let udp_src_port = match &frame.udp {
+            Some(udp) => udp.src_port,
+            None if frame.is_roce_v1() => 0,
+            None => {
+                for f in &findings {
+                    self.summary.count(f);
+                }
+                return packet_reported(number, findings, Vec::new(), None);
+            }
         };
         let (src, dst) = match ip {
             IpRepr::V4(v4) => (IpAddr::V4(v4.src), IpAddr::V4(v4.dst)),
@@ -457,9 +528,12 @@ impl Checker {
             timestamp_ns,
             src,
             dst,
-            udp_src_port: udp.src_port,
+            udp_src_port,
             ecn: ip.ecn(),
             admitted,
+            payload_len: (!frame.roce_whole())
+                .then(|| frame.roce_payload_len())
+                .flatten(),
         };
         let Some(judge) = self.conversation.as_mut() else {
             let mut all = packet_reported(number, findings, vec![pkt.bth.dest_qp], None);
@@ -528,6 +602,11 @@ impl Checker {
         });
     }
 
+    /// Counts a frame found inside `enc`.
+    fn count_encapsulation(&mut self, enc: &Encapsulation) {
+        *self.summary.encapsulated.entry(enc.describe()).or_default() += 1;
+    }
+
     /// The capture ended: the conversation judge's last findings (responses
     /// required and never observed).
     pub fn finish(&mut self) -> Vec<Reported> {
@@ -578,43 +657,12 @@ impl Checker {
     /// Judges one captured frame and returns its per-packet findings (no
     /// conversation judge).
     pub fn check(&mut self, linktype: u32, data: &[u8]) -> Vec<Finding> {
-        self.summary.frames += 1;
-        if linktype != LINKTYPE_ETHERNET {
-            return Vec::new();
-        }
-        let findings = match Frame::parse(data, &self.inspector.options) {
-            Ok(frame) => {
-                let status = icrc::verify_wire(&frame, data);
-                if frame.roce.is_some() {
-                    self.summary.roce_frames += 1;
-                }
-                validate_frame(&frame, status, &self.inspector.ctx)
-            }
-            Err(e) => return self.undecodable(data, &e),
-        };
-        for f in &findings {
-            self.summary.count(f);
-        }
-        findings
-    }
-
-    /// A frame the codec could not decode: its findings, counted.
-    fn undecodable(&mut self, data: &[u8], e: &metaroce_codec::WireError) -> Vec<Finding> {
-        self.summary.undecodable += 1;
-        let findings = validate_undecodable(data, e, &self.inspector.ctx);
-        // A RoCE header failed, or a RoCE packet sits behind IPv6
-        // extension headers (MR-ENC-8).
-        if !matches!(
-            e.layer,
-            Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
-        ) || findings.iter().any(|f| f.id == "MR-ENC-8")
-        {
-            self.summary.roce_frames += 1;
-        }
-        for f in &findings {
-            self.summary.count(f);
-        }
-        findings
+        let mut inspection = Inspection::default();
+        self.inspector.inspect_into(linktype, data, &mut inspection);
+        let conversation = self.conversation.take();
+        let reported = self.absorb(0, 0, &mut inspection);
+        self.conversation = conversation;
+        reported.into_iter().map(|r| r.finding).collect()
     }
 
     /// The counts so far.
@@ -652,6 +700,7 @@ fn packet_reported(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode::LINKTYPE_ETHERNET;
     use metaroce_codec::{Opcode, PacketBuilder};
 
     /// An IPv6 RC SEND Only frame with a Destination Options header before UDP.

@@ -142,6 +142,27 @@ pub fn summary_text(
     if summary.filtered > 0 {
         let _ = writeln!(out, "  frames of the other profile: {}", summary.filtered);
     }
+    if summary.cut > 0 {
+        let _ = writeln!(
+            out,
+            "  frames cut short by the capture: {} (payloads not captured: lengths taken from \
+             the IP and UDP headers; ICRC not captured: {}; cut inside RoCE headers, not \
+             judged: {})",
+            summary.cut, summary.icrc_not_captured, summary.cut_in_headers
+        );
+    }
+    if !summary.encapsulated.is_empty() {
+        let kinds: Vec<String> = summary
+            .encapsulated
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  frames inside layers the capture added (taken off; the frame inside is judged): {}",
+            kinds.join(", ")
+        );
+    }
     let _ = writeln!(
         out,
         "  findings: {} (must {must}, should {should}, info {info})",

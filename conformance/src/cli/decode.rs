@@ -48,6 +48,9 @@ pub fn run(args: &DecodeArgs) -> u8 {
         } else {
             Dialect::MetaRoce
         },
+        // Captures hold frames cut short and RoCE v1.
+        accept_cut: true,
+        roce_v1: true,
     };
     let mut reader = match CaptureReader::open(&args.file) {
         Ok(reader) => reader,
@@ -72,6 +75,7 @@ pub fn run(args: &DecodeArgs) -> u8 {
             frame.data,
             &options,
         )
+        .with_orig_len(frame.orig_len)
         .with_comments(frame.comments());
         let written = match args.format {
             Format::Jsonl => writeln!(out, "{}", frame_json(&decoded)),

@@ -3,7 +3,11 @@
 //!
 //! Both views are built from the codec's parse of one frame and its ICRC
 //! check; a frame that does not decode keeps its number and length and
-//! carries the decode error instead of layers.
+//! carries the decode error instead of layers. Frames are read as `check`
+//! reads them ([`decap::parse_captured`]): the layers a capture adds
+//! (ERSPAN, GRE, VXLAN, QinQ, Linux cooked capture, raw IP) are shown as
+//! the frame's encapsulation, a frame the capture cut short decodes as far
+//! as it goes and says what is missing, and RoCE v1 is decoded.
 
 mod cm;
 mod json;
@@ -12,10 +16,10 @@ mod text;
 pub use json::frame_json;
 pub use text::frame_text;
 
-use metaroce_codec::{Dialect, Frame, IcrcStatus, Layer, Opcode, ParseOptions, WireError, icrc};
+use metaroce_codec::decap::{self, Encapsulation};
+use metaroce_codec::{Dialect, Frame, IcrcStatus, Opcode, ParseOptions, WireError, icrc};
 
-/// The link type numbers `decode` understands.
-pub const LINKTYPE_ETHERNET: u32 = 1;
+pub use metaroce_codec::decap::LINKTYPE_ETHERNET;
 
 /// One frame, decoded as far as it goes.
 #[derive(Debug)]
@@ -24,6 +28,11 @@ pub struct Decoded<'a> {
     pub number: u64,
     /// Captured bytes.
     pub len: usize,
+    /// Bytes of the frame on the wire, when the capture says (pcap's
+    /// original length); more than `len` when it kept only the first bytes.
+    pub orig_len: Option<u32>,
+    /// The layers the capture added around the frame, taken off.
+    pub encapsulation: Encapsulation,
     /// Capture time, nanoseconds since the epoch (0 when unknown).
     pub timestamp_ns: u64,
     /// The parse, or why it failed.
@@ -49,9 +58,11 @@ impl core::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             DecodeError::Wire(e) => e.fmt(f),
-            DecodeError::LinkType(t) => {
-                write!(f, "link type {t} is not supported (only Ethernet, 1)")
-            }
+            DecodeError::LinkType(t) => write!(
+                f,
+                "link type {t} is not supported (Ethernet 1, raw IP 101/228/229, \
+                 Linux cooked capture 113/276)"
+            ),
         }
     }
 }
@@ -65,21 +76,35 @@ impl<'a> Decoded<'a> {
         data: &'a [u8],
         options: &ParseOptions,
     ) -> Self {
-        let frame = if linktype == LINKTYPE_ETHERNET {
-            Frame::parse(data, options).map_err(DecodeError::Wire)
+        let mut parsed = Frame::default();
+        let mut encapsulation = Encapsulation::default();
+        let (frame, icrc) = if decap::LINKTYPES.contains(&linktype) {
+            match decap::parse_captured(linktype, data, &mut parsed, &mut encapsulation, options) {
+                Ok(ip_wire) => (Ok(parsed), icrc::verify_ip_marked(&parsed, ip_wire).0),
+                Err(e) => (Err(DecodeError::Wire(e)), IcrcStatus::NotRoce),
+            }
         } else {
-            Err(DecodeError::LinkType(linktype))
+            (Err(DecodeError::LinkType(linktype)), IcrcStatus::NotRoce)
         };
-        let icrc = frame.as_ref().map_or(IcrcStatus::NotRoce, icrc::verify);
         Decoded {
             number,
             len: data.len(),
+            orig_len: None,
+            encapsulation,
             timestamp_ns,
             frame,
             icrc,
             comments: Vec::new(),
             dialect: options.dialect,
         }
+    }
+
+    /// The same, with the frame's length on the wire as the capture
+    /// records it (pcap's original length).
+    #[must_use]
+    pub fn with_orig_len(mut self, orig_len: u32) -> Self {
+        self.orig_len = Some(orig_len);
+        self
     }
 
     /// The same, with the capture's comments on the frame.
@@ -92,8 +117,8 @@ impl<'a> Decoded<'a> {
     /// Whether the frame is RoCE: it decoded as RoCE, or failed inside a RoCE header.
     pub fn is_roce(&self) -> bool {
         match &self.frame {
-            Ok(frame) => frame.roce.is_some(),
-            Err(DecodeError::Wire(e)) => is_roce_layer(e.layer),
+            Ok(frame) => frame.roce.is_some() || frame.cut_in_roce_headers(),
+            Err(DecodeError::Wire(e)) => e.layer.is_roce(),
             Err(DecodeError::LinkType(_)) => false,
         }
     }
@@ -104,11 +129,15 @@ pub(crate) fn opcode_name(opcode: Opcode, dialect: Dialect) -> Option<&'static s
     opcode.layout(dialect).map(|l| l.name)
 }
 
-fn is_roce_layer(layer: Layer) -> bool {
-    !matches!(
-        layer,
-        Layer::Ethernet | Layer::Vlan | Layer::Ipv4 | Layer::Ipv6 | Layer::Udp
-    )
+/// The BTH of a RoCE packet the capture cut inside its extension headers
+/// (the BTH itself is whole): the frame has UDP and no RoCE packet.
+pub(crate) fn cut_bth(frame: &Frame<'_>) -> Option<metaroce_codec::BthRepr> {
+    if !frame.cut_in_roce_headers() || frame.cut?.layer == metaroce_codec::Layer::Bth {
+        return None;
+    }
+    metaroce_codec::BthRepr::parse(frame.payload)
+        .ok()
+        .map(|(b, _)| b)
 }
 
 /// `aa:bb:cc:dd:ee:ff`.

@@ -1,17 +1,52 @@
 //! The `text` view: layers and fields indented the way `tshark -V` prints
 //! them, plus the ICRC status and any decode error.
 
-use super::{Decoded, mac, opcode_name};
+use super::json::outer_json;
+use super::{Decoded, cut_bth, mac, opcode_name};
 use core::fmt::Write;
-use metaroce_codec::Dialect;
 use metaroce_codec::ext::{ExtHeaders, SyndromeKind};
+use metaroce_codec::ipv6::{EXTENSION_HEADERS, walk_extensions};
+use metaroce_codec::{BthRepr, Dialect};
 use metaroce_codec::{Frame, IcrcStatus, IpRepr, RocePacket};
 
 /// Appends the text view of one frame to `out`.
 pub fn frame_text(decoded: &Decoded<'_>, out: &mut String) {
-    let _ = writeln!(out, "Frame {}: {} bytes", decoded.number, decoded.len);
+    match decoded.orig_len {
+        Some(orig) if orig as usize > decoded.len => {
+            let _ = writeln!(
+                out,
+                "Frame {}: {} bytes captured of {orig} on the wire",
+                decoded.number, decoded.len
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "Frame {}: {} bytes", decoded.number, decoded.len);
+        }
+    }
     for comment in &decoded.comments {
         let _ = writeln!(out, "    [Comment: {comment}]");
+    }
+    for outer in decoded.encapsulation.layers() {
+        let fields = outer_json(outer);
+        let mut section = header(
+            out,
+            0,
+            format_args!("Encapsulation ({}), taken off", outer.name()),
+        );
+        if let Some(map) = fields.as_object() {
+            for (key, value) in map.iter().filter(|(k, _)| *k != "name") {
+                section.line(key, value);
+            }
+        }
+    }
+    if let Ok(frame) = &decoded.frame
+        && let Some(cut) = &frame.cut
+    {
+        let _ = writeln!(
+            out,
+            "    [Cut by the capture in {}: {} bytes of the datagram not captured]",
+            cut.layer, cut.missing
+        );
     }
     match &decoded.frame {
         Ok(frame) => layers(frame, decoded.dialect, out),
@@ -21,6 +56,9 @@ pub fn frame_text(decoded: &Decoded<'_>, out: &mut String) {
     }
     match decoded.icrc {
         IcrcStatus::NotRoce => {}
+        IcrcStatus::NotCaptured => {
+            let _ = writeln!(out, "    ICRC: not captured");
+        }
         IcrcStatus::Valid => {
             let _ = writeln!(out, "    ICRC: valid");
         }
@@ -136,13 +174,15 @@ fn layers(frame: &Frame<'_>, dialect: Dialect, out: &mut String) {
             );
         }
         Some(IpRepr::V6(ip)) => {
+            let name = if frame.is_roce_v1() {
+                "Global Route Header (RoCE v1)"
+            } else {
+                "Internet Protocol Version 6"
+            };
             header(
                 out,
                 0,
-                format_args!(
-                    "Internet Protocol Version 6, Src: {}, Dst: {}",
-                    ip.src, ip.dst
-                ),
+                format_args!("{name}, Src: {}, Dst: {}", ip.src, ip.dst),
             )
             .line(
                 "Traffic Class",
@@ -172,8 +212,37 @@ fn layers(frame: &Frame<'_>, dialect: Dialect, out: &mut String) {
         .line("Length", udp.length)
         .line("Checksum", format_args!("0x{:04x}", udp.checksum));
     }
+    if let Some(IpRepr::V6(ip)) = &frame.ip
+        && frame.udp.is_none()
+        && EXTENSION_HEADERS.contains(&ip.next_header)
+    {
+        let chain = walk_extensions(ip.next_header, frame.payload);
+        let _ = writeln!(
+            out,
+            "IPv6 extension headers: {}, then next header {}{}",
+            chain.count,
+            chain.next_header,
+            if chain.incomplete {
+                " (walk stopped early)"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(roce) = &frame.roce {
-        roce_text(roce, dialect, out);
+        roce_text(frame, roce, dialect, out);
+    } else if let Some(bth) = cut_bth(frame) {
+        let _ = writeln!(
+            out,
+            "InfiniBand ({})",
+            if frame.is_roce_v1() {
+                "RoCE v1"
+            } else {
+                "RoCEv2"
+            }
+        );
+        bth_text(&bth, dialect, out);
+        let _ = writeln!(out, "    [Extension headers not captured]");
     } else if !frame.payload.is_empty() {
         let _ = writeln!(out, "Data ({} bytes)", frame.payload.len());
     }
@@ -182,9 +251,37 @@ fn layers(frame: &Frame<'_>, dialect: Dialect, out: &mut String) {
     }
 }
 
-fn roce_text(roce: &RocePacket<'_>, dialect: Dialect, out: &mut String) {
-    let _ = writeln!(out, "InfiniBand (RoCEv2)");
-    let b = &roce.bth;
+fn roce_text(frame: &Frame<'_>, roce: &RocePacket<'_>, dialect: Dialect, out: &mut String) {
+    let version = if frame.is_roce_v1() {
+        "RoCE v1"
+    } else {
+        "RoCEv2"
+    };
+    let _ = writeln!(out, "InfiniBand ({version})");
+    bth_text(&roce.bth, dialect, out);
+    ext_text(&roce.ext, out);
+    super::cm::cm_text(roce, out);
+    let wire = frame.roce_payload_len().unwrap_or(roce.payload.len());
+    if wire != roce.payload.len() {
+        let _ = writeln!(
+            out,
+            "    Payload: {wire} bytes ({} captured)",
+            roce.payload.len()
+        );
+    } else if !roce.payload.is_empty() {
+        let _ = writeln!(out, "    Payload: {} bytes", roce.payload.len());
+    }
+    if !roce.pad.is_empty() {
+        let _ = writeln!(out, "    Pad: {} bytes", roce.pad.len());
+    }
+    if frame.roce_whole() {
+        let _ = writeln!(out, "    Invariant CRC: 0x{:08x}", roce.icrc_value());
+    } else {
+        let _ = writeln!(out, "    Invariant CRC: not captured");
+    }
+}
+
+fn bth_text(b: &BthRepr, dialect: Dialect, out: &mut String) {
     header(out, 4, "Base Transport Header")
         .line(
             "Opcode",
@@ -209,15 +306,6 @@ fn roce_text(roce: &RocePacket<'_>, dialect: Dialect, out: &mut String) {
         .line("Acknowledge Request", flag(b.ack_req))
         .line("Reserved", b.resv7)
         .line("Packet Sequence Number", b.psn.value());
-    ext_text(&roce.ext, out);
-    super::cm::cm_text(roce, out);
-    if !roce.payload.is_empty() {
-        let _ = writeln!(out, "    Payload: {} bytes", roce.payload.len());
-    }
-    if !roce.pad.is_empty() {
-        let _ = writeln!(out, "    Pad: {} bytes", roce.pad.len());
-    }
-    let _ = writeln!(out, "    Invariant CRC: 0x{:08x}", roce.icrc_value());
 }
 
 fn syndrome_text(value: u8) -> String {

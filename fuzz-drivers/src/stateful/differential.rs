@@ -837,6 +837,7 @@ impl Judges {
                 .admission
                 .admit(&frame, icrc::verify(&frame), false, None)
                 .is_ok(),
+            payload_len: None,
         };
         let found = conv.on_packet(&meta, packet);
         if conv.pending() > MAX_PENDING / 2 {

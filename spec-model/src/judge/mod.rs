@@ -175,7 +175,20 @@ pub struct PacketMeta {
     /// side (the Base requester judge, the MP judge's ACKs), and a CE mark
     /// on it obliges no CNP.
     pub admitted: bool,
+    /// The payload length on the wire when the capture did not record the
+    /// whole packet (a header-only capture, [`metaroce_codec::Cut`]);
+    /// `None`: the packet's payload is all there. The judges then see a
+    /// payload of this length whose bytes are all zero: lengths are judged
+    /// as ever; a rule that compares contents (a retransmission's bytes
+    /// with the first transmission's) sees equal zeros between two such
+    /// packets and finds nothing.
+    pub payload_len: Option<usize>,
 }
+
+/// The payload the judges see for a packet whose payload the capture did
+/// not record ([`PacketMeta::payload_len`]): zeros, as long as a UDP
+/// datagram can carry.
+static UNCAPTURED: [u8; 65536] = [0; 65536];
 
 /// A finding of the conversation judge, with the frames it concerns (the
 /// frame that shows it first).
@@ -382,6 +395,18 @@ impl ConversationJudge {
         pkt: &RocePacket<'_>,
         mark: Option<PayloadMark>,
     ) -> Vec<ConversationFinding> {
+        let headers_only;
+        let (pkt, mark) = match meta.payload_len {
+            Some(len) => {
+                headers_only = RocePacket {
+                    payload: UNCAPTURED.get(..len).unwrap_or(&UNCAPTURED),
+                    pad: &UNCAPTURED[..usize::from(pkt.bth.pad_count)],
+                    ..*pkt
+                };
+                (&headers_only, None)
+            }
+            None => (pkt, mark),
+        };
         let mut out = Vec::new();
         self.advance(meta.timestamp_ns, &mut out);
         let op = pkt.bth.opcode;

@@ -35,7 +35,7 @@ pub(super) fn check(p: &Packet<'_, '_>, out: &mut Vec<Finding>) {
     {
         wrong(format!("reserved bytes {:02x?} are not zero", cnp.reserved));
     }
-    let extra = p.roce.payload.len();
+    let extra = p.payload_len;
     if extra != 0 {
         wrong(format!("carries {extra} bytes after its 16 reserved bytes"));
     }

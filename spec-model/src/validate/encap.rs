@@ -21,7 +21,9 @@ pub(super) fn check(p: &Packet<'_, '_>, ctx: &Context, out: &mut Vec<Finding>) {
     }
     if let Some(udp) = &p.frame.udp {
         ports(udp, out);
+        // A packet the capture cut short has no payload to sum.
         if !p.trimmed
+            && p.frame.roce_whole()
             && let Some(ip) = &p.frame.ip
         {
             udp_checksum(ip, udp, p.roce, out);

@@ -95,6 +95,7 @@ impl Context {
         ParseOptions {
             roce_ports: self.roce_ports.clone(),
             dialect: self.dialect(),
+            ..ParseOptions::default()
         }
     }
 
@@ -119,6 +120,9 @@ pub(crate) struct Packet<'f, 'a> {
     pub trimmed: bool,
     /// The ICRC check.
     pub icrc: IcrcStatus,
+    /// Payload bytes on the wire: more than `roce.payload` holds when the
+    /// capture cut the packet short (a header-only capture).
+    pub payload_len: usize,
 }
 
 /// MP data opcodes (§7.10): the ones a switch may trim.
@@ -157,6 +161,7 @@ pub fn validate_frame(frame: &Frame<'_>, icrc: IcrcStatus, ctx: &Context) -> Vec
         layout: op.layout(ctx.dialect()),
         trimmed,
         icrc,
+        payload_len: frame.roce_payload_len().unwrap_or(roce.payload.len()),
     };
     encap::check(&packet, ctx, &mut out);
     icrc::check(&packet, &mut out);

@@ -112,7 +112,7 @@ fn data(p: &Packet<'_, '_>, m: &MpethRepr, ctx: &Context, out: &mut Vec<Finding>
     if p.trimmed {
         return;
     }
-    let len = p.roce.payload.len() as u64;
+    let len = p.payload_len as u64;
     let ends = offset + len == msg_len;
     if m.last != ends {
         out.push(Finding::new(
@@ -273,7 +273,7 @@ fn probe(p: &Packet<'_, '_>, m: &MpethRepr, out: &mut Vec<Finding>) {
             m.msg_len
         ));
     }
-    let extra = p.roce.payload.len();
+    let extra = p.payload_len;
     if extra != 0 {
         wrong(format!("carries {extra} payload bytes"));
     }

@@ -31,7 +31,7 @@ fn pad(p: &Packet<'_, '_>, rule: PayloadRule, out: &mut Vec<Finding>) {
     let bth = &p.roce.bth;
     match rule {
         PayloadRule::Data => {
-            let len = p.roce.payload.len();
+            let len = p.payload_len;
             let need = (4 - len % 4) % 4;
             if usize::from(bth.pad_count) != need {
                 out.push(Finding::new(
@@ -71,7 +71,7 @@ fn pad(p: &Packet<'_, '_>, rule: PayloadRule, out: &mut Vec<Finding>) {
 
 /// Payload length against the PMTU and the packet's place in its message.
 fn length(p: &Packet<'_, '_>, position: Position, ctx: &Context, out: &mut Vec<Finding>) {
-    let len = p.roce.payload.len();
+    let len = p.payload_len;
     let limit = ctx.payload_limit();
     if len > limit {
         let what = match ctx.pmtu {
@@ -153,7 +153,7 @@ fn reth(p: &Packet<'_, '_>, out: &mut Vec<Finding>) {
     if p.trimmed || !matches!(p.op.class(), ServiceClass::Rc | ServiceClass::Uc) {
         return;
     }
-    let len = p.roce.payload.len();
+    let len = p.payload_len;
     let dma = reth.dma_len as usize;
     match p.op.operation() {
         // WRITE Only and Only with Immediate: the message is this payload.

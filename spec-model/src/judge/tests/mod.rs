@@ -144,6 +144,7 @@ fn judge_frame(
         udp_src_port: p.udp_src_port,
         ecn,
         admitted,
+        payload_len: None,
     };
     let pkt = RocePacket {
         bth: p.bth,

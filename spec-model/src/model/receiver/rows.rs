@@ -215,14 +215,22 @@ impl FrameAdmission {
                 ok(ipv4_checksum(v4.checksum, v4.compute_checksum()))?;
             }
         }
-        let (Some(udp), Some(packet)) = (&frame.udp, &frame.roce) else {
+        let Some(packet) = &frame.roce else {
             return Err(NOT_METAROCE);
         };
-        let udp_len = usize::from(udp.length);
-        if !trimmed {
-            ok(udp_ip_length(udp_len, udp_len + frame.udp_excess.len()))?;
+        match &frame.udp {
+            Some(udp) => {
+                let udp_len = usize::from(udp.length);
+                if !trimmed {
+                    ok(udp_ip_length(udp_len, udp_len + frame.udp_excess.len()))?;
+                }
+                ok(udp_length(udp_len))?;
+            }
+            // RoCE v1 (a GRH, no UDP): its receiver is a RoCE v1 port,
+            // judged by the same transport rows.
+            None if frame.is_roce_v1() => {}
+            None => return Err(NOT_METAROCE),
         }
-        ok(udp_length(udp_len))?;
         ok(tver(packet.bth.tver))?;
         if special_qpn(packet.bth.dest_qp) {
             return Err(UNKNOWN_QP);
