@@ -33,7 +33,8 @@ fn committed() -> Vec<PathBuf> {
 }
 
 /// 3,000 SEND Only requests on 3 QPs with their ACKs; every 97th request
-/// has a wrong ICRC, every 401st skips a PSN, every 613th ACK is missing.
+/// has a wrong ICRC, every 401st skips a PSN (the responder NAKs the
+/// skipped PSN: a real gap, not capture loss), every 613th ACK is missing.
 fn long_capture() -> PathBuf {
     let mut w = PcapWriter::new(Vec::new()).unwrap();
     let mut ts = 1_000_000_000u64;
@@ -41,7 +42,8 @@ fn long_capture() -> PathBuf {
     let mut msn = [0u32; 3];
     for i in 0..3000u32 {
         let q = (i % 3) as usize;
-        if i % 401 == 400 {
+        let skip = i % 401 == 400;
+        if skip {
             psn[q] += 1;
         }
         let mut frame = PacketBuilder::new(Opcode::RC_SEND_ONLY)
@@ -58,12 +60,17 @@ fn long_capture() -> PathBuf {
         ts += 1_000;
         w.write_packet(ts, &frame, frame.len() as u32).unwrap();
         if i % 613 != 612 {
-            msn[q] += 1;
+            let (syndrome, at) = if skip {
+                (Syndrome::NAK_PSN_SEQ, (psn[q] + 0xFF_FFFF) & 0xFF_FFFF)
+            } else {
+                msn[q] += 1;
+                (Syndrome::ACK_UNLIMITED, psn[q])
+            };
             let ack = PacketBuilder::new(Opcode::RC_ACK)
                 .dest_qp(0x100 + q as u32)
-                .psn(psn[q])
+                .psn(at)
                 .aeth(AethRepr {
-                    syndrome: Syndrome::ACK_UNLIMITED,
+                    syndrome,
                     msn: Msn::new(msn[q]),
                 })
                 .ipv4(B, A)

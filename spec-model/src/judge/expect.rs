@@ -875,6 +875,22 @@ impl ResponderSide {
         }
     }
 
+    /// The capture point evidently lost requests this side never saw (a
+    /// response covers them): what the queued requests expected rested on
+    /// the gap and is withheld; the model starts again, lossy, at the next
+    /// request (its MSN learned again from the responses).
+    pub fn resync(&mut self) {
+        while let Some(e) = self.pending.pop_front() {
+            self.spare.recycle(e);
+        }
+        self.loose.clear();
+        self.idle = None;
+        self.first = None;
+        self.retired_early = None;
+        self.seq_nak_frame = None;
+        self.lossy = true;
+    }
+
     /// Queued requests (for the summary and the memory bound).
     pub fn pending(&self) -> usize {
         self.pending.len()

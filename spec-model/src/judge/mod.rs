@@ -350,13 +350,14 @@ impl ConversationJudge {
             return notes;
         }
         notes.push(format!(
-            "frames lost by the capture point: {} connection(s) show request PSN gaps that later acknowledgements cover (connections at frames {}); their gap findings are still reported (judging them as --lossy does is not done yet)",
+            "frames lost by the capture point: {} connection(s) show request PSN gaps that later acknowledgements cover (connections at frames {}{}); each is judged as --lossy does from the first such acknowledgement on, and the findings that rested on its gaps are withheld",
             lost.len(),
             lost.iter()
                 .take(16)
                 .map(u64::to_string)
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if lost.len() > 16 { ", …" } else { "" }
         ));
         notes
     }
@@ -567,6 +568,27 @@ impl ConversationJudge {
         let rkey = Route::new(&meta.src, &meta.dst, qpn, mp);
         if let Some(&i) = self.by_response.get(&rkey) {
             return Some(i);
+        }
+        // An RC QP is connected to one peer QP: a response addressed to the
+        // responder QP of the reverse connection belongs to the connection
+        // whose responder is that one's requester QP.
+        let reverse = self
+            .by_key
+            .get(&rkey)
+            .and_then(|&i| self.conns.get(i)?.as_ref()?.summary.requester_qpn)
+            .and_then(|q| self.by_key.get(&Route::new(&meta.dst, &meta.src, q, mp)))
+            .copied()
+            .filter(|&i| {
+                self.conns[i]
+                    .as_ref()
+                    .is_some_and(|c| c.summary.requester_qpn.is_none())
+            });
+        if let Some(idx) = reverse {
+            if let Some(c) = self.conns[idx].as_mut() {
+                c.summary.requester_qpn = Some(qpn);
+            }
+            self.by_response.insert(rkey, idx);
+            return Some(idx);
         }
         let psn = pkt.bth.psn;
         let unpaired: Vec<usize> = self
