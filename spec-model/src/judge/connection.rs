@@ -77,6 +77,9 @@ pub struct Behaviour {
     /// The credits were declared (CM End-to-End Flow Control, or the
     /// profile), not learned.
     pub credits_declared: bool,
+    /// What the responder's first ACK showed (`Some(true)`: credit codes),
+    /// and its frame: learned even when `credits` was declared.
+    pub credits_seen: Option<(bool, u64)>,
     /// Frames of the RDMA-CM REQ and REP that declared the connection.
     pub cm: Option<[u64; 2]>,
     /// The End-to-End Flow Control bit the responder's side declared in
@@ -341,6 +344,7 @@ impl Connection {
     fn judge_credits(&mut self, frame: u64, code: u8, out: &mut Vec<ConversationFinding>) {
         let uses = code != 31;
         let b = &mut self.summary.behaviour;
+        b.credits_seen.get_or_insert((uses, frame));
         let Some(credits) = b.credits else {
             b.credits = Some(uses);
             b.credits_frame = frame;
