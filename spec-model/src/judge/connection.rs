@@ -726,12 +726,12 @@ impl Connection {
             if self.ahead_ack.is_none_or(|a| r.psn.is_after(a)) {
                 self.ahead_ack = Some(r.psn);
             }
-        } else if self.gap.is_some() {
-            if r.syndrome
+        } else if self.gap.is_some()
+            && r.syndrome
                 .is_some_and(|s| matches!(s.kind(), SyndromeKind::Nak { code: 0 }))
-            {
-                self.real_gap(out);
-            }
+        {
+            // The responder did not receive the skipped PSNs: a real gap.
+            self.real_gap(out);
         }
         let Sides::Base { responder, .. } = &mut self.sides else {
             return;
