@@ -96,8 +96,8 @@ fn annotate_writes_each_finding_as_a_comment_on_its_frames() {
         ours,
         vec![
             (14, "MR-PSN-3".to_string()),
-            (23, "MR-ICRC-1".to_string()),
             (23, "MR-NAK-5".to_string()),
+            (23, "MR-ICRC-1".to_string()),
             (24, "MR-PKT-4".to_string()),
         ]
     );
@@ -136,15 +136,17 @@ fn annotate_writes_each_finding_as_a_comment_on_its_frames() {
 fn qp_filter_reports_the_findings_of_those_qps() {
     // The sample's RC connection is QPN 0x11 -> 0x12 (frames 14, 23); frame
     // 24 does not decode (no QP).
+    // Frame 23's MR-ICRC-1 comes last: it is reported once the capture
+    // shows its receiver did not take it (no ACK covers its PSN by the end).
     let all = stdout(&metaroce(&["check"], &sample()));
     assert_eq!(
         ids_in(&all),
-        ["MR-PSN-3", "MR-ICRC-1", "MR-NAK-5", "MR-PKT-4"]
+        ["MR-PSN-3", "MR-NAK-5", "MR-PKT-4", "MR-ICRC-1"]
     );
     let by_qp = metaroce(&["check", "--qp", "0x12"], &sample());
     assert_eq!(
         ids_in(&stdout(&by_qp)),
-        ["MR-PSN-3", "MR-ICRC-1", "MR-NAK-5"]
+        ["MR-PSN-3", "MR-NAK-5", "MR-ICRC-1"]
     );
     let other = metaroce(&["check", "--qp", "99"], &sample());
     assert_eq!(other.status.code(), Some(0), "no finding of QP 99");
@@ -168,10 +170,10 @@ fn profile_filter_judges_only_that_profile() {
         "{text}"
     );
     let base = stdout(&metaroce(&["check", "--only", "base"], &sample()));
-    assert_eq!(ids_in(&base), ["MR-PSN-3", "MR-ICRC-1", "MR-NAK-5"]);
+    assert_eq!(ids_in(&base), ["MR-PSN-3", "MR-NAK-5", "MR-ICRC-1"]);
     // The old name still works, with a note on stderr.
     let old = metaroce(&["check", "--profile", "base"], &sample());
-    assert_eq!(ids_in(&stdout(&old)), ["MR-PSN-3", "MR-ICRC-1", "MR-NAK-5"]);
+    assert_eq!(ids_in(&stdout(&old)), ["MR-PSN-3", "MR-NAK-5", "MR-ICRC-1"]);
     let note = String::from_utf8_lossy(&old.stderr);
     assert!(note.contains("now --only"), "{note}");
 }
@@ -190,7 +192,7 @@ fn capability_profile_declares_what_is_judged() {
     ));
     assert_eq!(
         ids_in(&text),
-        ["MR-PSN-3", "MR-ICRC-1", "MR-NAK-5", "MR-PKT-4"]
+        ["MR-PSN-3", "MR-NAK-5", "MR-PKT-4", "MR-ICRC-1"]
     );
     assert!(
         text.contains("no credits declared, no credits seen (frame 2)"),

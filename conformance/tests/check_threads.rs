@@ -33,7 +33,8 @@ fn committed() -> Vec<PathBuf> {
 }
 
 /// 3,000 SEND Only requests on 3 QPs with their ACKs; every 97th request
-/// has a wrong ICRC, every 401st skips a PSN (the responder NAKs the
+/// has a wrong ICRC (its receiver drops it: it is sent again, then ACKed),
+/// every 401st skips a PSN (the responder NAKs the
 /// skipped PSN: a real gap, not capture loss), every 613th ACK is missing.
 fn long_capture() -> PathBuf {
     let mut w = PcapWriter::new(Vec::new()).unwrap();
@@ -46,7 +47,7 @@ fn long_capture() -> PathBuf {
         if skip {
             psn[q] += 1;
         }
-        let mut frame = PacketBuilder::new(Opcode::RC_SEND_ONLY)
+        let frame = PacketBuilder::new(Opcode::RC_SEND_ONLY)
             .ipv4(A, B)
             .dest_qp(0x200 + q as u32)
             .psn(psn[q])
@@ -54,8 +55,11 @@ fn long_capture() -> PathBuf {
             .payload(vec![(i % 251) as u8; 64 + (i % 5) as usize * 4])
             .build();
         if i % 97 == 96 {
-            let last = frame.len() - 5;
-            frame[last] ^= 0x40;
+            let mut bad = frame.clone();
+            let last = bad.len() - 5;
+            bad[last] ^= 0x40;
+            ts += 1_000;
+            w.write_packet(ts, &bad, bad.len() as u32).unwrap();
         }
         ts += 1_000;
         w.write_packet(ts, &frame, frame.len() as u32).unwrap();

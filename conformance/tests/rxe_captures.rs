@@ -483,6 +483,20 @@ fn icrc_not_recorded_is_a_note_and_a_real_icrc_error_is_caught() {
     let (found, notes) = checked(&one_bad);
     assert_eq!(verdict(&found), (vec![("MR-ICRC-1", 52)], 0), "{found:#?}");
     assert!(notes.iter().all(|n| !n.starts_with("ICRC")), "{notes:?}");
+    // A wrong ICRC on B's WRITE First of frame 50 (PSN 14515811), which A
+    // evidently took (its ACK of frame 57 covers PSN 14515813, MSN 5): it
+    // was good on the wire, the capture point recorded it wrong. A note.
+    let mut taken = frames("write_bw_clean.pcap");
+    break_icrc(frame_mut(&mut taken, 50));
+    let (found, notes) = checked(&taken);
+    assert_eq!(verdict(&found), (vec![], 0), "{found:#?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("ICRC recorded wrong by the capture point: 1 request")),
+        "{notes:?}"
+    );
+    assert!(notes.iter().all(|n| !n.starts_with("ICRC")), "{notes:?}");
 }
 
 /// Sets the AETH syndrome of an Acknowledge.

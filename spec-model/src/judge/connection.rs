@@ -158,6 +158,15 @@ pub(crate) struct Connection {
     /// The PSN after the newest READ response: the READs' PSNs reach at
     /// least here (the requester judge may not know a READ's length).
     read_end: Option<Psn>,
+    /// The oldest request its receiver dropped as far as the capture shows
+    /// (a wrong ICRC, say) whose fate is open: its PSN and frame. A later
+    /// acknowledgement that covers it shows its receiver took it (the
+    /// capture point recorded it wrong); a sequence NAK or its
+    /// retransmission shows it was dropped.
+    dropped: Option<(Psn, u64)>,
+    /// Verdicts on `dropped` frames: (frame, its receiver took it), taken by
+    /// the conversation judge after each packet.
+    pub verdicts: Vec<(u64, bool)>,
 }
 
 /// Most findings withheld per connection while a gap is unexplained; beyond
@@ -254,6 +263,8 @@ impl Connection {
             ahead_ack: None,
             mark: 0,
             read_end: None,
+            dropped: None,
+            verdicts: Vec::new(),
         }
     }
 
@@ -274,6 +285,9 @@ impl Connection {
     /// The gap is a real one (its PSNs were not sent, or the responder did
     /// not receive them): the withheld findings stand.
     fn real_gap(&mut self, out: &mut Vec<ConversationFinding>) {
+        if let Some((_, frame)) = self.dropped.take() {
+            self.verdicts.push((frame, false));
+        }
         self.gap = None;
         self.ahead_ack = None;
         out.append(&mut self.held);
@@ -288,11 +302,17 @@ impl Connection {
     fn capture_loss(&mut self, frame: u64, out: &mut Vec<ConversationFinding>) {
         self.gap = None;
         self.ahead_ack = None;
-        self.lossy = true;
-        self.summary
-            .behaviour
-            .capture_loss_from
-            .get_or_insert(frame);
+        if let Some((_, dropped)) = self.dropped.take() {
+            // Not lost: the frame its receiver seemed to drop was taken
+            // (the capture point recorded it wrong).
+            self.verdicts.push((dropped, true));
+        } else {
+            self.lossy = true;
+            self.summary
+                .behaviour
+                .capture_loss_from
+                .get_or_insert(frame);
+        }
         let gap_free = |f: &ConversationFinding| !GAP_FINDINGS.contains(&f.finding.id);
         let now: Vec<ConversationFinding> = out
             .drain(self.mark.min(out.len())..)
@@ -305,8 +325,10 @@ impl Connection {
             responder,
         } = &mut self.sides
         {
-            requester.set_lossy();
-            responder.resync();
+            if self.lossy {
+                requester.set_lossy();
+            }
+            responder.resync(self.lossy);
         }
     }
 
@@ -432,6 +454,12 @@ impl Connection {
         }
     }
 
+    /// Whether the fate of the request at `frame` is followed (see
+    /// `dropped`).
+    pub fn follows(&self, frame: u64) -> bool {
+        self.dropped.is_some_and(|(_, f)| f == frame)
+    }
+
     /// The QPNs of both ends, as far as known (responder first).
     pub fn qpns(&self) -> Vec<u32> {
         let mut q = vec![self.summary.key.responder_qpn];
@@ -474,6 +502,10 @@ impl Connection {
         self.note_gap(pkt.bth.psn, meta.frame, out);
         self.request(meta, pkt, mark, cfg, out);
         self.hold(out, from);
+        if let Some(d) = self.dropped.filter(|d| d.1 == meta.frame) {
+            // What follows may rest on its receiver having dropped it.
+            self.gap.get_or_insert(d);
+        }
         let from = out.len();
         while let Some(e) = self.early.front().copied()
             && !self.ahead(e.bth.psn)
@@ -579,7 +611,11 @@ impl Connection {
             });
         }
         if !meta.admitted {
-            // Its receiver drops it (§9.2): nothing for the responder side.
+            // Its receiver drops it (§9.2): nothing for the responder side,
+            // unless a later acknowledgement shows it was taken.
+            if self.gap.is_none() && self.dropped.is_none() {
+                self.dropped = Some((psn, meta.frame));
+            }
             return;
         }
         let pmtu = self

@@ -875,11 +875,12 @@ impl ResponderSide {
         }
     }
 
-    /// The capture point evidently lost requests this side never saw (a
-    /// response covers them): what the queued requests expected rested on
-    /// the gap and is withheld; the model starts again, lossy, at the next
-    /// request (its MSN learned again from the responses).
-    pub fn resync(&mut self) {
+    /// The responder took requests this side never saw (a response covers
+    /// them: the capture point lost them, or recorded them wrong): what the
+    /// queued requests expected rested on that and is withheld; the model
+    /// starts again at the next request (its MSN learned again from the
+    /// responses), lossy from then on when `lossy`.
+    pub fn resync(&mut self, lossy: bool) {
         while let Some(e) = self.pending.pop_front() {
             self.spare.recycle(e);
         }
@@ -888,7 +889,7 @@ impl ResponderSide {
         self.first = None;
         self.retired_early = None;
         self.seq_nak_frame = None;
-        self.lossy = true;
+        self.lossy |= lossy;
     }
 
     /// Queued requests (for the summary and the memory bound).
