@@ -502,8 +502,10 @@ impl Checker {
                 None => (vec![pkt.bth.dest_qp], None),
             }
         };
-        if self.icrc.valid_seen
+        if !admitted
+            && self.icrc.valid_seen
             && self.icrc.pending.len() < MAX_HELD_ICRC
+            && findings.iter().any(|f| f.id == ICRC_ID)
             && judge.follows(&meta, pkt)
         {
             let (icrc, rest): (Vec<Finding>, Vec<Finding>) =
