@@ -174,11 +174,11 @@ pub(crate) struct Connection {
 const MAX_HELD: usize = 256;
 
 /// What a gap in the captured requests explains when the capture point lost
-/// them: the skipped PSNs, the message structure around them and the
+/// them: the skipped PSNs, the message structure and length around them and the
 /// responses the judge expected for requests it never saw.
-const GAP_FINDINGS: [&str; 9] = [
-    "MR-PSN-3", "MR-PKT-1", "MR-PKT-2", "MR-ACK-1", "MR-ACK-4", "MR-NAK-1", "MR-NAK-2", "MR-MSN-1",
-    "MR-MSN-2",
+const GAP_FINDINGS: [&str; 10] = [
+    "MR-PSN-3", "MR-PKT-1", "MR-PKT-2", "MR-PKT-3", "MR-ACK-1", "MR-ACK-4", "MR-NAK-1", "MR-NAK-2",
+    "MR-MSN-1", "MR-MSN-2",
 ];
 
 /// Most Acknowledges held per connection for the reordering tolerance.
