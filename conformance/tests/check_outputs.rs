@@ -1,6 +1,7 @@
 //! `metaroce check`'s outputs and filters, run as a user runs them: JUnit
 //! XML, the annotated capture (read back, and by tshark when installed: CI
-//! has it), `--qp`, `--profile`, `--from`/`--to`, and bad filter values.
+//! has it), `--qp`, `--only`, `--profile FILE`, `--from`/`--to`, and bad
+//! filter values.
 
 mod common;
 use common::*;
@@ -95,8 +96,8 @@ fn annotate_writes_each_finding_as_a_comment_on_its_frames() {
         ours,
         vec![
             (14, "MR-PSN-3".to_string()),
-            (23, "MR-ICRC-1".to_string()),
             (23, "MR-NAK-5".to_string()),
+            (23, "MR-ICRC-1".to_string()),
             (24, "MR-PKT-4".to_string()),
         ]
     );
@@ -135,15 +136,17 @@ fn annotate_writes_each_finding_as_a_comment_on_its_frames() {
 fn qp_filter_reports_the_findings_of_those_qps() {
     // The sample's RC connection is QPN 0x11 -> 0x12 (frames 14, 23); frame
     // 24 does not decode (no QP).
+    // Frame 23's MR-ICRC-1 comes last: it is reported once the capture
+    // shows its receiver did not take it (no ACK covers its PSN by the end).
     let all = stdout(&metaroce(&["check"], &sample()));
     assert_eq!(
         ids_in(&all),
-        ["MR-PSN-3", "MR-ICRC-1", "MR-NAK-5", "MR-PKT-4"]
+        ["MR-PSN-3", "MR-NAK-5", "MR-PKT-4", "MR-ICRC-1"]
     );
     let by_qp = metaroce(&["check", "--qp", "0x12"], &sample());
     assert_eq!(
         ids_in(&stdout(&by_qp)),
-        ["MR-PSN-3", "MR-ICRC-1", "MR-NAK-5"]
+        ["MR-PSN-3", "MR-NAK-5", "MR-ICRC-1"]
     );
     let other = metaroce(&["check", "--qp", "99"], &sample());
     assert_eq!(other.status.code(), Some(0), "no finding of QP 99");
@@ -157,7 +160,7 @@ fn qp_filter_reports_the_findings_of_those_qps() {
 
 #[test]
 fn profile_filter_judges_only_that_profile() {
-    let mp = metaroce(&["check", "--profile", "mp"], &sample());
+    let mp = metaroce(&["check", "--only", "mp"], &sample());
     assert_eq!(mp.status.code(), Some(0));
     let text = stdout(&mp);
     assert!(text.contains("frames of the other profile: 21"), "{text}");
@@ -166,8 +169,69 @@ fn profile_filter_judges_only_that_profile() {
         text.contains("connections: 1 (0 with findings, 1 clean)"),
         "{text}"
     );
-    let base = stdout(&metaroce(&["check", "--profile", "base"], &sample()));
-    assert_eq!(ids_in(&base), ["MR-PSN-3", "MR-ICRC-1", "MR-NAK-5"]);
+    let base = stdout(&metaroce(&["check", "--only", "base"], &sample()));
+    assert_eq!(ids_in(&base), ["MR-PSN-3", "MR-NAK-5", "MR-ICRC-1"]);
+    // The old name still works, with a note on stderr.
+    let old = metaroce(&["check", "--profile", "base"], &sample());
+    assert_eq!(ids_in(&stdout(&old)), ["MR-PSN-3", "MR-NAK-5", "MR-ICRC-1"]);
+    let note = String::from_utf8_lossy(&old.stderr);
+    assert!(note.contains("now --only"), "{note}");
+}
+
+#[test]
+fn capability_profile_declares_what_is_judged() {
+    // The sample's responder (10.0.0.2) sends code 31 (no credits) from its
+    // first ACK (frame 2). Declared without credits: as learned, clean.
+    let dir = std::env::temp_dir().join(format!("metaroce-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let no = dir.join("no-credits.yaml");
+    std::fs::write(&no, "rc: true\ncredits: false\nmp: true\n").unwrap();
+    let text = stdout(&metaroce(
+        &["check", "--profile", no.to_str().unwrap()],
+        &sample(),
+    ));
+    assert_eq!(
+        ids_in(&text),
+        ["MR-PSN-3", "MR-NAK-5", "MR-PKT-4", "MR-ICRC-1"]
+    );
+    assert!(
+        text.contains("no credits declared, no credits seen (frame 2)"),
+        "{text}"
+    );
+    // Declared with credits: the first ACK contradicts it (MR-CRD-2 names it).
+    let yes = dir.join("credits.yaml");
+    std::fs::write(&yes, "rc: true\ncredits: true\nmp: true\n").unwrap();
+    let out = metaroce(
+        &[
+            "check",
+            "--profile",
+            yes.to_str().unwrap(),
+            "--format",
+            "jsonl",
+        ],
+        &sample(),
+    );
+    let json = stdout(&out);
+    let crd: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["id"] == "MR-CRD-2")
+        .collect();
+    assert_eq!(
+        crd.first().map(|c| c["frame"].clone()),
+        Some(2.into()),
+        "{json}"
+    );
+    // A declared key of the wrong type is bad input naming the key.
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "credits: 3\n").unwrap();
+    let out = metaroce(&["check", "--profile", bad.to_str().unwrap()], &sample());
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("credits"),
+        "{out:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -195,6 +259,7 @@ fn bad_filter_values_are_bad_input() {
         ["check", "--from", "-1"],
         ["check", "--to", "1e3"],
         ["check", "--profile", "uc"],
+        ["check", "--only", "uc"],
     ] {
         let out = metaroce(&args, &sample());
         assert_eq!(out.status.code(), Some(4), "{args:?}");

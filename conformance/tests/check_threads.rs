@@ -33,7 +33,9 @@ fn committed() -> Vec<PathBuf> {
 }
 
 /// 3,000 SEND Only requests on 3 QPs with their ACKs; every 97th request
-/// has a wrong ICRC, every 401st skips a PSN, every 613th ACK is missing.
+/// has a wrong ICRC (its receiver drops it: it is sent again, then ACKed),
+/// every 401st skips a PSN (the responder NAKs the
+/// skipped PSN: a real gap, not capture loss), every 613th ACK is missing.
 fn long_capture() -> PathBuf {
     let mut w = PcapWriter::new(Vec::new()).unwrap();
     let mut ts = 1_000_000_000u64;
@@ -41,10 +43,11 @@ fn long_capture() -> PathBuf {
     let mut msn = [0u32; 3];
     for i in 0..3000u32 {
         let q = (i % 3) as usize;
-        if i % 401 == 400 {
+        let skip = i % 401 == 400;
+        if skip {
             psn[q] += 1;
         }
-        let mut frame = PacketBuilder::new(Opcode::RC_SEND_ONLY)
+        let frame = PacketBuilder::new(Opcode::RC_SEND_ONLY)
             .ipv4(A, B)
             .dest_qp(0x200 + q as u32)
             .psn(psn[q])
@@ -52,18 +55,26 @@ fn long_capture() -> PathBuf {
             .payload(vec![(i % 251) as u8; 64 + (i % 5) as usize * 4])
             .build();
         if i % 97 == 96 {
-            let last = frame.len() - 5;
-            frame[last] ^= 0x40;
+            let mut bad = frame.clone();
+            let last = bad.len() - 5;
+            bad[last] ^= 0x40;
+            ts += 1_000;
+            w.write_packet(ts, &bad, bad.len() as u32).unwrap();
         }
         ts += 1_000;
         w.write_packet(ts, &frame, frame.len() as u32).unwrap();
         if i % 613 != 612 {
-            msn[q] += 1;
+            let (syndrome, at) = if skip {
+                (Syndrome::NAK_PSN_SEQ, (psn[q] + 0xFF_FFFF) & 0xFF_FFFF)
+            } else {
+                msn[q] += 1;
+                (Syndrome::ACK_UNLIMITED, psn[q])
+            };
             let ack = PacketBuilder::new(Opcode::RC_ACK)
                 .dest_qp(0x100 + q as u32)
-                .psn(psn[q])
+                .psn(at)
                 .aeth(AethRepr {
-                    syndrome: Syndrome::ACK_UNLIMITED,
+                    syndrome,
                     msn: Msn::new(msn[q]),
                 })
                 .ipv4(B, A)

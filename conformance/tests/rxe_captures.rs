@@ -427,3 +427,148 @@ fn reference_interop_long_write_rxe_departs_from_mr_pkt_7() {
     assert_eq!(info, 0);
     assert_eq!(found[0].finding.severity, Severity::Should);
 }
+
+// Capture-point artefacts (issue 18 item 5): each tolerated, and the real
+// fault next to it still caught. The captures are built from the rxe
+// captures; write_bw_clean holds B's WRITEs (frames 38-52, PSN 14515799-
+// 14515813, First/Middle/Last, AckReq on each Last) and A's ACKs of the
+// Lasts (frames 53-57: PSNs 14515801, 804, 807, 810, 813).
+
+/// Flips a bit of the ICRC of a RoCE frame (its receiver would drop it).
+fn break_icrc(frame: &mut [u8]) {
+    let parsed = Frame::parse(frame, &ParseOptions::default()).expect("decodes");
+    let udp_len = usize::from(parsed.udp.expect("UDP").length);
+    let end = BTH - 8 + udp_len;
+    frame[end - 1] ^= 0x01;
+}
+
+/// Whether `frame` is a RoCE frame.
+fn is_roce(frame: &[u8]) -> bool {
+    Frame::parse(frame, &ParseOptions::default()).is_ok_and(|f| f.roce.is_some())
+}
+
+/// The findings of `frames` (per packet and per conversation, PMTU 1024)
+/// and the checker's capture notes.
+fn checked(frames: &Frames) -> (Vec<Reported>, Vec<String>) {
+    let cfg = ConversationConfig {
+        pmtu: Some(1024),
+        ..ConversationConfig::default()
+    };
+    let mut checker = Checker::with_conversation(Context::default(), cfg);
+    let mut out = Vec::new();
+    for (n, ts, lt, data) in frames {
+        out.extend(checker.check_frame(*n, *ts, *lt, data));
+    }
+    out.extend(checker.finish());
+    (out, checker.summary().notes.clone())
+}
+
+#[test]
+fn icrc_not_recorded_is_a_note_and_a_real_icrc_error_is_caught() {
+    // Every RoCE frame with a wrong ICRC (a capture point that does not
+    // record them, as the mlx5 sniffer): a note, no finding.
+    let mut all_bad = frames("write_bw_clean.pcap");
+    for f in &mut all_bad {
+        if is_roce(&f.3) {
+            break_icrc(&mut f.3);
+        }
+    }
+    let (found, notes) = checked(&all_bad);
+    assert!(verdict(&found).0.is_empty(), "{found:#?}");
+    assert!(
+        notes.iter().any(|n| n.starts_with("ICRC not recorded")),
+        "{notes:?}"
+    );
+    // One wrong ICRC in a capture that records them, on B's last WRITE Last
+    // (frame 52), which A never acknowledges (its ACK, frame 57, left out):
+    // A dropped it, MR-ICRC-1 at it and nothing else.
+    let mut one_bad = frames("write_bw_clean.pcap");
+    break_icrc(frame_mut(&mut one_bad, 52));
+    one_bad.retain(|x| x.0 != 57);
+    let (found, notes) = checked(&one_bad);
+    assert_eq!(verdict(&found), (vec![("MR-ICRC-1", 52)], 0), "{found:#?}");
+    assert!(notes.iter().all(|n| !n.starts_with("ICRC")), "{notes:?}");
+    // A wrong ICRC on B's WRITE First of frame 50 (PSN 14515811), which A
+    // evidently took (its ACK of frame 57 covers PSN 14515813, MSN 5): it
+    // was good on the wire, the capture point recorded it wrong. A note.
+    let mut taken = frames("write_bw_clean.pcap");
+    break_icrc(frame_mut(&mut taken, 50));
+    let (found, notes) = checked(&taken);
+    assert_eq!(verdict(&found), (vec![], 0), "{found:#?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("ICRC recorded wrong by the capture point: 1 request")),
+        "{notes:?}"
+    );
+}
+
+/// Sets the AETH syndrome of an Acknowledge.
+fn set_syndrome(frame: &mut [u8], syndrome: u8) {
+    frame[BTH + 12] = syndrome;
+    refresh_icrc(frame);
+}
+
+#[test]
+fn capture_loss_is_judged_lossy_and_a_nakked_gap_is_caught() {
+    // The capture point lost B's WRITE First and Middle at PSN 14515805-806
+    // (frames 44, 45): the Last (frame 46) skips them, and A's ACK of
+    // frame 55 (PSN 14515807) shows A received them. No finding; a note.
+    let mut lost = frames("write_bw_clean.pcap");
+    lost.retain(|x| x.0 != 44 && x.0 != 45);
+    let (found, notes) = checked(&lost);
+    assert!(verdict(&found).0.is_empty(), "{found:#?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("frames lost by the capture point: 1 connection")),
+        "{notes:?}"
+    );
+    // The same gap, but A answers it with a sequence NAK (PSN 14515805):
+    // B skipped the PSNs. The gap's findings stand.
+    let mut real = lost.clone();
+    let nak = frame_mut(&mut real, 55);
+    set_syndrome(nak, 0x60);
+    set_psn(nak, 14_515_805);
+    let (found, notes) = checked(&real);
+    let (serious, _) = verdict(&found);
+    assert!(serious.contains(&("MR-PSN-3", 46)), "{found:#?}");
+    assert!(
+        notes.iter().all(|n| !n.starts_with("frames lost")),
+        "{notes:?}"
+    );
+    // And the rxe capture with real loss before the wire (netem), judged
+    // strictly: the gaps rxe NAKs are reported.
+    let (found, _) = checked(&frames("write_bw_loss10.pcap"));
+    assert!(verdict(&found).0.contains(&("MR-PSN-3", 41)), "{found:#?}");
+}
+
+#[test]
+fn reordering_within_the_tolerance_is_a_note_and_an_ack_of_a_psn_never_sent_is_caught() {
+    // A's ACK of PSN 14515801 (frame 53) recorded 1 µs before the WRITE
+    // Last it acknowledges (frame 40): judged in sent order, a note.
+    let mut reordered = frames("write_bw_clean.pcap");
+    let at = reordered.iter().position(|x| x.0 == 53).expect("frame 53");
+    let mut ack = reordered.remove(at);
+    let before = reordered.iter().position(|x| x.0 == 40).expect("frame 40");
+    ack.1 = reordered[before].1 - 1_000;
+    reordered.insert(before, ack);
+    let (found, notes) = checked(&reordered);
+    assert!(verdict(&found).0.is_empty(), "{found:#?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("cross-direction reordering")),
+        "{notes:?}"
+    );
+    // A's last ACK (frame 57) for PSN 14515818, which B never sent (its
+    // last PSN is 14515813): MR-ACK-4 at it, no capture-loss note.
+    let mut never = frames("write_bw_clean.pcap");
+    set_psn(frame_mut(&mut never, 57), 14_515_818);
+    let (found, notes) = checked(&never);
+    assert!(verdict(&found).0.contains(&("MR-ACK-4", 57)), "{found:#?}");
+    assert!(
+        notes.iter().all(|n| !n.starts_with("frames lost")),
+        "{notes:?}"
+    );
+}

@@ -84,6 +84,13 @@ struct IcrcEvidence {
     invalid: u64,
     /// ICRC findings held until a valid ICRC is seen (or the capture ends).
     held: Vec<Reported>,
+    /// ICRC findings of requests whose fate the conversation judge follows
+    /// (a capture that records ICRCs): an acknowledgement that covers one
+    /// shows its receiver took it, so the capture point recorded it wrong.
+    pending: Vec<Reported>,
+    /// Frames with a wrong ICRC that their receiver evidently took, and the
+    /// first of them.
+    taken: (u64, u64),
 }
 
 /// Fewest RoCE frames, all with a wrong ICRC, that show a capture point
@@ -347,6 +354,22 @@ impl Summary {
         }
         *self.by_id.entry(finding.id).or_default() += 1;
     }
+
+    /// Takes back [`Self::count`] of `finding` (held again).
+    fn uncount(&mut self, finding: &Finding) {
+        let n = match finding.severity {
+            Severity::Must => &mut self.must,
+            Severity::Should => &mut self.should,
+            Severity::Info => &mut self.info,
+        };
+        *n = n.saturating_sub(1);
+        if let Some(c) = self.by_id.get_mut(finding.id) {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                self.by_id.remove(finding.id);
+            }
+        }
+    }
 }
 
 /// Where requirement `id` stands in SPEC.md (unknown IDs last).
@@ -553,14 +576,53 @@ impl Checker {
                 None => (vec![pkt.bth.dest_qp], None),
             }
         };
+        if !admitted
+            && self.icrc.valid_seen
+            && self.icrc.pending.len() < MAX_HELD_ICRC
+            && findings.iter().any(|f| f.id == ICRC_ID)
+            && judge.follows(&meta, pkt)
+        {
+            let (icrc, rest): (Vec<Finding>, Vec<Finding>) =
+                findings.into_iter().partition(|f| f.id == ICRC_ID);
+            findings = rest;
+            for f in &icrc {
+                self.summary.uncount(f);
+            }
+            let pending = packet_reported(number, icrc, qpns.clone(), conn);
+            self.icrc.pending.extend(pending);
+        }
         let mut all = packet_reported(number, findings, qpns.clone(), conn);
         self.hold(number, held_icrc, qpns, conn);
+        self.settle_icrc(&mut all);
         for c in found {
             self.summary.count(&c.finding);
             all.push(Reported::of(c));
         }
         self.release(released, &mut all);
         all
+    }
+
+    /// Reports or drops the pending ICRC findings the conversation judge
+    /// gave a verdict on.
+    fn settle_icrc(&mut self, out: &mut Vec<Reported>) {
+        let Some(judge) = self.conversation.as_mut() else {
+            return;
+        };
+        for (frame, taken) in judge.take_admission_verdicts() {
+            let (this, rest): (Vec<Reported>, Vec<Reported>) =
+                std::mem::take(&mut self.icrc.pending)
+                    .into_iter()
+                    .partition(|r| r.frames.first() == Some(&frame));
+            self.icrc.pending = rest;
+            if taken && !this.is_empty() {
+                self.icrc.taken.0 += 1;
+                if self.icrc.taken.1 == 0 {
+                    self.icrc.taken.1 = frame;
+                }
+            } else {
+                self.release(this, out);
+            }
+        }
     }
 
     /// Keeps the ICRC findings of frame `number` until it is known whether
@@ -638,6 +700,15 @@ impl Checker {
         }
         out.extend(found);
         self.summary.notes.extend(judge.notes());
+        self.settle_icrc(&mut out);
+        let undecided = std::mem::take(&mut self.icrc.pending);
+        self.release(undecided, &mut out);
+        if self.icrc.taken.0 > 0 {
+            self.summary.notes.push(format!(
+                "ICRC recorded wrong by the capture point: {} request(s) with a wrong ICRC that a later acknowledgement covers (their receiver took them; first at frame {}); not judged",
+                self.icrc.taken.0, self.icrc.taken.1
+            ));
+        }
         out
     }
 

@@ -92,10 +92,19 @@ pub fn connection_text(c: &ConnectionSummary) -> String {
     if let Some(p) = b.pmtu {
         shown.push(format!("PMTU {p}"));
     }
-    match b.credits {
-        Some(true) => shown.push(format!("credits (from frame {})", b.credits_frame)),
-        Some(false) => shown.push("no credits".to_string()),
-        None => {}
+    let yes_no = |c: bool| if c { "credits" } else { "no credits" };
+    match (b.credits, b.credits_declared) {
+        (Some(declared), true) => shown.push(match b.credits_seen {
+            Some((seen, frame)) => format!(
+                "{} declared, {} seen (frame {frame})",
+                yes_no(declared),
+                yes_no(seen)
+            ),
+            None => format!("{} declared", yes_no(declared)),
+        }),
+        (Some(true), false) => shown.push(format!("credits (from frame {})", b.credits_frame)),
+        (Some(false), false) => shown.push("no credits".to_string()),
+        (None, _) => {}
     }
     match b.migreq {
         1 => shown.push("M 0".to_string()),

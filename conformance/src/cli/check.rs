@@ -13,7 +13,7 @@
 //! (`--format junit`, or `--junit FILE` beside any format); `--annotate
 //! OUT.pcapng` writes the capture back with each finding as a packet
 //! comment on its frames. Filters: `--qp` (repeatable) reports the findings
-//! of those QPs, `--profile` judges only Base or MP frames, `--from` and
+//! of those QPs, `--only` judges only Base or MP frames, `--from` and
 //! `--to` judge a time range (see [`crate::check::Filter`]). A progress bar
 //! is drawn on stderr for files of 64 MiB or more when stderr is a terminal.
 //!
@@ -32,11 +32,13 @@ use crate::check::{
     reported_json, reported_text, summary_text, write_annotated,
 };
 use crate::exit;
+use crate::run::capability::load_profile;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use metaroce_spec::Profile;
 use metaroce_spec::judge::ConversationConfig;
 use metaroce_spec::model::congestion::np::NpParams;
+use metaroce_spec::model::responder::Features;
 use metaroce_spec::validate::{Context, PMTU_VALUES};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -69,7 +71,15 @@ pub struct CheckArgs {
     /// Judge only the frames of this profile (Base: RC, UC, UD, CNP; MP:
     /// opcodes 0xC0–0xDF).
     #[arg(long, value_enum)]
-    pub profile: Option<ProfileArg>,
+    pub only: Option<ProfileArg>,
+    /// The capability profile of the NICs (YAML, SPEC §2 keys: the file
+    /// `metaroce run --profile` takes): judge against what it declares
+    /// (credits, cnp_generation, atomics, flush, atomic_write,
+    /// send_with_invalidate, immediate, mp) instead of learning it; traffic
+    /// that contradicts a declared value is a finding naming the frame.
+    /// (`base` or `mp` here is the old name of --only.)
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
     /// Judge frames from this time on: seconds after the first frame (1.5),
     /// or @ and absolute Unix seconds (@1764431280.25).
     #[arg(long, value_name = "TIME")]
@@ -201,7 +211,88 @@ fn parse_qpn(s: &str) -> Result<u32, String> {
     }
 }
 
+/// What a capability profile declares that `check` judges against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Declared {
+    credits: Option<bool>,
+    cnp_generation: Option<bool>,
+    mp: Option<bool>,
+    features: Option<Features>,
+}
+
+/// Reads the keys of a capability profile that `check` uses; a key of the
+/// wrong type is an error naming it. Keys `check` does not use are ignored
+/// (the file is the one `metaroce run` takes).
+fn declared(map: &serde_json::Map<String, serde_json::Value>) -> Result<Declared, String> {
+    let flag = |key: &str| -> Result<Option<bool>, String> {
+        match map.get(key) {
+            None => Ok(None),
+            Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(format!("{key}: {v} is not true or false")),
+        }
+    };
+    let mut features = Features::DEFAULT;
+    let mut any = false;
+    for (key, field) in [
+        ("atomics", &mut features.atomics),
+        ("flush", &mut features.flush),
+        ("atomic_write", &mut features.atomic_write),
+        ("send_with_invalidate", &mut features.send_with_invalidate),
+        ("immediate", &mut features.immediate),
+    ] {
+        if let Some(b) = flag(key)? {
+            *field = b;
+            any = true;
+        }
+    }
+    let credits = flag("credits")?;
+    features.credits = credits.unwrap_or(false);
+    Ok(Declared {
+        credits,
+        cnp_generation: flag("cnp_generation")?,
+        mp: flag("mp")?,
+        features: any.then_some(features),
+    })
+}
+
+/// `--profile base|mp`, the old name of `--only` (when no such file exists).
+fn old_only(p: &Path) -> Option<ProfileArg> {
+    if p.exists() {
+        return None;
+    }
+    match p.to_str()?.to_ascii_lowercase().as_str() {
+        "base" => Some(ProfileArg::Base),
+        "mp" => Some(ProfileArg::Mp),
+        _ => None,
+    }
+}
+
 impl CheckArgs {
+    /// The `--only` filter, or `--profile base|mp` (its old name, with a
+    /// note on stderr) when no such file exists.
+    fn only(&self) -> Option<ProfileArg> {
+        if self.only.is_some() {
+            return self.only;
+        }
+        let old = old_only(self.profile.as_deref()?)?;
+        eprintln!(
+            "metaroce check: --profile base|mp is now --only base|mp (--profile takes a capability profile FILE)"
+        );
+        Some(old)
+    }
+
+    /// The capability profile's declarations (none without `--profile FILE`).
+    fn declared(&self) -> Result<Declared, String> {
+        let Some(p) = self.profile.as_deref() else {
+            return Ok(Declared::default());
+        };
+        if old_only(p).is_some() {
+            return Ok(Declared::default());
+        }
+        let map = load_profile(p).map_err(|e| e.to_string())?;
+        declared(&map).map_err(|e| format!("{}: {e}", p.display()))
+    }
+
     fn context(&self) -> Context {
         Context {
             pmtu: self.pmtu,
@@ -216,8 +307,13 @@ impl CheckArgs {
         }
     }
 
-    fn checker(&self) -> Checker {
-        let ctx = self.context();
+    fn checker(&self) -> Result<Checker, String> {
+        let declared = self.declared()?;
+        let mut ctx = self.context();
+        if declared.mp == Some(false) {
+            // A Base-only NIC (as --base): MP opcodes break MR-OPC-6.
+            ctx.profile = Profile::Base;
+        }
         let checker = if self.no_conversation {
             Checker::new(ctx)
         } else {
@@ -234,15 +330,17 @@ impl CheckArgs {
                     lossy: self.lossy,
                     tolerance_ns: self.tolerance.saturating_mul(1000),
                     idle_ns: self.idle.saturating_mul(1_000_000_000),
-                    np: (!self.no_cnp).then_some(np),
+                    np: (!self.no_cnp && declared.cnp_generation != Some(false)).then_some(np),
+                    credits: declared.credits,
+                    features: declared.features.unwrap_or(Features::ALL),
                     ..ConversationConfig::default()
                 },
             )
         };
-        checker.only_profile(self.profile.map(|p| match p {
+        Ok(checker.only_profile(self.only().map(|p| match p {
             ProfileArg::Base => Profile::Base,
             ProfileArg::Mp => Profile::Mp,
-        }))
+        })))
     }
 }
 
@@ -333,7 +431,13 @@ pub fn run(args: &CheckArgs) -> u8 {
         eprintln!("metaroce check: give a capture FILE (or --live IFACE with the libpcap feature)");
         return exit::BAD_INPUT;
     };
-    let mut checker = args.checker();
+    let mut checker = match args.checker() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("metaroce check: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
     let opened = open_capture(file, args.no_mmap);
     let (mut reader, mapped) = match opened {
         Ok(opened) => opened,

@@ -77,6 +77,9 @@ pub struct Behaviour {
     /// The credits were declared (CM End-to-End Flow Control, or the
     /// profile), not learned.
     pub credits_declared: bool,
+    /// What the responder's first ACK showed (`Some(true)`: credit codes),
+    /// and its frame: learned even when `credits` was declared.
+    pub credits_seen: Option<(bool, u64)>,
     /// Frames of the RDMA-CM REQ and REP that declared the connection.
     pub cm: Option<[u64; 2]>,
     /// The End-to-End Flow Control bit the responder's side declared in
@@ -134,7 +137,49 @@ pub(crate) struct Connection {
     /// An Acknowledge captured before the request it acknowledges, held
     /// for the reordering tolerance (see [`Connection::on_response`]).
     early: std::collections::VecDeque<Early>,
+    /// Judged as lossy: configured so, or the capture point evidently lost
+    /// frames of this connection (see [`Connection::capture_loss`]).
+    lossy: bool,
+    /// The oldest request gap not yet explained: the first PSN a captured
+    /// request skipped, and that request's frame.
+    gap: Option<(Psn, u64)>,
+    /// Findings withheld while `gap` is unexplained (not lossy): a response
+    /// that covers the gap shows capture loss and drops those that rested
+    /// on it; a sequence NAK or a retransmission into it shows a real gap
+    /// and releases them, as does the end of the connection.
+    held: Vec<ConversationFinding>,
+    /// The newest Acknowledge judged while it acknowledged a PSN after every
+    /// captured request: a later request beyond it shows the capture point
+    /// lost the requests it covers (otherwise it acknowledges a PSN never
+    /// sent, MR-ACK-4).
+    ahead_ack: Option<Psn>,
+    /// Where the findings of the packet being judged start in its output.
+    mark: usize,
+    /// The PSN after the newest READ response: the READs' PSNs reach at
+    /// least here (the requester judge may not know a READ's length).
+    read_end: Option<Psn>,
+    /// The oldest request its receiver dropped as far as the capture shows
+    /// (a wrong ICRC, say) whose fate is open: its PSN and frame. A later
+    /// acknowledgement that covers it shows its receiver took it (the
+    /// capture point recorded it wrong); a sequence NAK or its
+    /// retransmission shows it was dropped.
+    dropped: Option<(Psn, u64)>,
+    /// Verdicts on `dropped` frames: (frame, its receiver took it), taken by
+    /// the conversation judge after each packet.
+    pub verdicts: Vec<(u64, bool)>,
 }
+
+/// Most findings withheld per connection while a gap is unexplained; beyond
+/// it they are released (judged as without the gap).
+const MAX_HELD: usize = 256;
+
+/// What a gap in the captured requests explains when the capture point lost
+/// them: the skipped PSNs, the message structure and length around them and the
+/// responses the judge expected for requests it never saw.
+const GAP_FINDINGS: [&str; 10] = [
+    "MR-PSN-3", "MR-PKT-1", "MR-PKT-2", "MR-PKT-3", "MR-ACK-1", "MR-ACK-4", "MR-NAK-1", "MR-NAK-2",
+    "MR-MSN-1", "MR-MSN-2",
+];
 
 /// Most Acknowledges held per connection for the reordering tolerance.
 const MAX_EARLY: usize = 8;
@@ -212,6 +257,78 @@ impl Connection {
             newest_ack: None,
             msn_from: None,
             early: std::collections::VecDeque::new(),
+            lossy: cfg.lossy,
+            gap: None,
+            held: Vec::new(),
+            ahead_ack: None,
+            mark: 0,
+            read_end: None,
+            dropped: None,
+            verdicts: Vec::new(),
+        }
+    }
+
+    /// Withholds the findings from `out[from..]` while a request gap is
+    /// unexplained (see [`Connection::held`]).
+    fn hold(&mut self, out: &mut Vec<ConversationFinding>, from: usize) {
+        if self.gap.is_none() || from >= out.len() {
+            return;
+        }
+        if self.held.len() + (out.len() - from) > MAX_HELD {
+            self.gap = None;
+            out.splice(from..from, self.held.drain(..));
+            return;
+        }
+        self.held.extend(out.drain(from..));
+    }
+
+    /// The gap is a real one (its PSNs were not sent, or the responder did
+    /// not receive them): the withheld findings stand.
+    fn real_gap(&mut self, out: &mut Vec<ConversationFinding>) {
+        if let Some((_, frame)) = self.dropped.take() {
+            self.verdicts.push((frame, false));
+        }
+        self.gap = None;
+        self.ahead_ack = None;
+        out.append(&mut self.held);
+    }
+
+    /// A response at `frame` acknowledges PSN `psn`, which a captured
+    /// request gap skipped: the responder executed requests the capture
+    /// never showed, so the capture point lost them. From here on the
+    /// connection is judged as lossy; the findings that rested on the gap
+    /// are dropped, the others released, and the responder model starts
+    /// again at the next request.
+    fn capture_loss(&mut self, frame: u64, out: &mut Vec<ConversationFinding>) {
+        self.gap = None;
+        self.ahead_ack = None;
+        if let Some((_, dropped)) = self.dropped.take() {
+            // Not lost: the frame its receiver seemed to drop was taken
+            // (the capture point recorded it wrong).
+            self.verdicts.push((dropped, true));
+        } else {
+            self.lossy = true;
+            self.summary
+                .behaviour
+                .capture_loss_from
+                .get_or_insert(frame);
+        }
+        let gap_free = |f: &ConversationFinding| !GAP_FINDINGS.contains(&f.finding.id);
+        let now: Vec<ConversationFinding> = out
+            .drain(self.mark.min(out.len())..)
+            .filter(gap_free)
+            .collect();
+        out.extend(self.held.drain(..).filter(gap_free));
+        out.extend(now);
+        if let Sides::Base {
+            requester,
+            responder,
+        } = &mut self.sides
+        {
+            if self.lossy {
+                requester.set_lossy();
+            }
+            responder.resync(self.lossy);
         }
     }
 
@@ -249,6 +366,7 @@ impl Connection {
     fn judge_credits(&mut self, frame: u64, code: u8, out: &mut Vec<ConversationFinding>) {
         let uses = code != 31;
         let b = &mut self.summary.behaviour;
+        b.credits_seen.get_or_insert((uses, frame));
         let Some(credits) = b.credits else {
             b.credits = Some(uses);
             b.credits_frame = frame;
@@ -336,6 +454,12 @@ impl Connection {
         }
     }
 
+    /// Whether the fate of the request at `frame` is followed (see
+    /// `dropped`).
+    pub fn follows(&self, frame: u64) -> bool {
+        self.dropped.is_some_and(|(_, f)| f == frame)
+    }
+
     /// The QPNs of both ends, as far as known (responder first).
     pub fn qpns(&self) -> Vec<u32> {
         let mut q = vec![self.summary.key.responder_qpn];
@@ -349,12 +473,18 @@ impl Connection {
         let Some((first, end)) = self.psn_range else {
             return false;
         };
+        let end = self.next_psn().unwrap_or(end);
+        psn.distance(first) < end.distance(first)
+    }
+
+    /// The PSN after the newest request and the READ responses it reserved
+    /// (as far as the requester judge knows).
+    fn next_psn(&self) -> Option<Psn> {
         let next = match &self.sides {
             Sides::Base { requester, .. } => requester.next_psn(),
             Sides::Mp { .. } => None,
         };
-        let end = next.unwrap_or(end);
-        psn.distance(first) < end.distance(first)
+        next.or(self.psn_range.map(|(_, end)| end))
     }
 
     pub fn on_request(
@@ -365,9 +495,18 @@ impl Connection {
         cfg: &ConversationConfig,
         out: &mut Vec<ConversationFinding>,
     ) {
+        let from = out.len();
+        self.mark = from;
         // Beyond the tolerance: judged where they were captured.
         self.deliver_early(meta.timestamp_ns, cfg.reorder_ns, out);
+        self.note_gap(pkt.bth.psn, meta.frame, out);
         self.request(meta, pkt, mark, cfg, out);
+        self.hold(out, from);
+        if let Some(d) = self.dropped.filter(|d| d.1 == meta.frame) {
+            // What follows may rest on its receiver having dropped it.
+            self.gap.get_or_insert(d);
+        }
+        let from = out.len();
         while let Some(e) = self.early.front().copied()
             && !self.ahead(e.bth.psn)
         {
@@ -388,6 +527,39 @@ impl Connection {
                 ..RocePacket::default()
             };
             self.respond(&e.meta, &pkt, out);
+        }
+        self.hold(out, from);
+    }
+
+    /// A request with PSN `psn` was captured at `frame`: it opens a gap
+    /// (skips PSNs after the newest request), or fills the unexplained one
+    /// (a retransmission into it: the PSNs were missing at the responder).
+    fn note_gap(&mut self, psn: Psn, frame: u64, out: &mut Vec<ConversationFinding>) {
+        let Some(mut end) = self.next_psn() else {
+            return;
+        };
+        if let Some(r) = self.read_end.filter(|r| r.is_after(end)) {
+            end = r;
+        }
+        if let Some(a) = self.ahead_ack {
+            if psn == end {
+                // The requests it acknowledged come after it: no capture
+                // loss explains it (MR-ACK-4 stands).
+                self.real_gap(out);
+            } else if psn.is_after(a) {
+                // Every PSN it covered past the captured requests was
+                // skipped by the capture, and the requester sent them.
+                self.capture_loss(frame, out);
+                return;
+            }
+        }
+        if let Some((from, _)) = self.gap
+            && psn.is_before(end)
+            && !psn.is_before(from)
+        {
+            self.real_gap(out);
+        } else if self.gap.is_none() && psn.is_after(end) && !self.summary.mp {
+            self.gap = Some((end, frame));
         }
     }
 
@@ -439,7 +611,11 @@ impl Connection {
             });
         }
         if !meta.admitted {
-            // Its receiver drops it (§9.2): nothing for the responder side.
+            // Its receiver drops it (§9.2): nothing for the responder side,
+            // unless a later acknowledgement shows it was taken.
+            if self.gap.is_none() && self.dropped.is_none() {
+                self.dropped = Some((psn, meta.frame));
+            }
             return;
         }
         let pmtu = self
@@ -481,7 +657,20 @@ impl Connection {
         cfg: &ConversationConfig,
         out: &mut Vec<ConversationFinding>,
     ) {
+        let from = out.len();
+        self.mark = from;
         self.deliver_early(meta.timestamp_ns, cfg.reorder_ns, out);
+        self.response(meta, pkt, cfg, out);
+        self.hold(out, from);
+    }
+
+    fn response(
+        &mut self,
+        meta: &PacketMeta,
+        pkt: &RocePacket<'_>,
+        cfg: &ConversationConfig,
+        out: &mut Vec<ConversationFinding>,
+    ) {
         if cfg.reorder_ns > 0
             && pkt.bth.opcode == Opcode::RC_ACK
             && pkt.payload.is_empty()
@@ -512,7 +701,7 @@ impl Connection {
         self.summary.responses += 1;
         self.summary.requester_qpn = Some(pkt.bth.dest_qp);
         self.note_ecn(meta.ecn);
-        let (requester, responder) = match &mut self.sides {
+        let requester = match &mut self.sides {
             Sides::Mp { judge, reads } => {
                 if pkt.ext.sacketh.is_some() && meta.admitted {
                     judge.on_ack(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
@@ -537,10 +726,7 @@ impl Connection {
                 }
                 return;
             }
-            Sides::Base {
-                requester,
-                responder,
-            } => (requester, responder),
+            Sides::Base { requester, .. } => requester,
         };
         if meta.admitted {
             // A response its receiver drops (a wrong ICRC, §5.3, or another
@@ -548,6 +734,44 @@ impl Connection {
             requester.on_response(pkt, Some(meta.timestamp_ns));
         }
         let mut r = Resp::of(meta.frame, pkt, meta.udp_src_port);
+        if matches!(
+            pkt.bth.opcode,
+            Opcode::RC_READ_RESPONSE_FIRST
+                | Opcode::RC_READ_RESPONSE_MIDDLE
+                | Opcode::RC_READ_RESPONSE_LAST
+                | Opcode::RC_READ_RESPONSE_ONLY
+        ) && self.read_end.is_none_or(|e| !pkt.bth.psn.is_before(e))
+        {
+            self.read_end = Some(pkt.bth.psn.add(1));
+        }
+        let covers_gap = self
+            .gap
+            .is_some_and(|(from, _)| r.acknowledges() && !r.psn.is_before(from));
+        if covers_gap && (self.ahead_ack.is_none() || self.holds(r.psn)) {
+            // It covers PSNs a captured request skipped: the requester
+            // sent them (a later one was captured) and the responder
+            // executed them, so the capture point lost them.
+            self.capture_loss(meta.frame, out);
+        } else if r.acknowledges()
+            && self.ahead(r.psn)
+            && let Some(end) = self.next_psn()
+        {
+            // Ahead of every captured request: held until a later request
+            // shows whether the requester sent what it covers.
+            self.gap.get_or_insert((end, meta.frame));
+            if self.ahead_ack.is_none_or(|a| r.psn.is_after(a)) {
+                self.ahead_ack = Some(r.psn);
+            }
+        } else if self.gap.is_some()
+            && r.syndrome
+                .is_some_and(|s| matches!(s.kind(), SyndromeKind::Nak { code: 0 }))
+        {
+            // The responder did not receive the skipped PSNs: a real gap.
+            self.real_gap(out);
+        }
+        let Sides::Base { responder, .. } = &mut self.sides else {
+            return;
+        };
         // Credit codes are judged here, against the connection's own
         // behaviour, not against a responder declared without credits.
         r.credits_apart = true;
@@ -587,7 +811,27 @@ impl Connection {
     /// The connection ends at `end_ns` (the capture ended, or it is evicted):
     /// what was required and never observed.
     pub fn finish(&mut self, end_ns: u64, grace_ns: u64, out: &mut Vec<ConversationFinding>) {
+        let from = out.len();
         self.deliver_early(u64::MAX, 0, out);
+        self.hold(out, from);
+        if self.lossy {
+            // Unexplained at the end, in a connection whose capture point
+            // lost frames: what rests on the gap is information.
+            for f in &mut self.held {
+                if GAP_FINDINGS.contains(&f.finding.id)
+                    && f.finding.severity != crate::Severity::Info
+                {
+                    f.finding = crate::Finding::info(
+                        f.finding.id,
+                        format!(
+                            "{} (the capture point lost frames of this connection)",
+                            f.finding.message
+                        ),
+                    );
+                }
+            }
+        }
+        self.real_gap(out);
         match &mut self.sides {
             Sides::Base { responder, .. } => responder.finish(end_ns, grace_ns, out),
             Sides::Mp { judge, .. } => {

@@ -879,6 +879,23 @@ impl ResponderSide {
         }
     }
 
+    /// The responder took requests this side never saw (a response covers
+    /// them: the capture point lost them, or recorded them wrong): what the
+    /// queued requests expected rested on that and is withheld; the model
+    /// starts again at the next request (its MSN learned again from the
+    /// responses), lossy from then on when `lossy`.
+    pub fn resync(&mut self, lossy: bool) {
+        while let Some(e) = self.pending.pop_front() {
+            self.spare.recycle(e);
+        }
+        self.loose.clear();
+        self.idle = None;
+        self.first = None;
+        self.retired_early = None;
+        self.seq_nak_frame = None;
+        self.lossy |= lossy;
+    }
+
     /// Queued requests (for the summary and the memory bound).
     pub fn pending(&self) -> usize {
         self.pending.len()

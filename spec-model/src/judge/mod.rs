@@ -233,6 +233,9 @@ pub struct ConversationJudge {
     swept_ns: u64,
     /// RDMA-CM exchanges seen (connections declared by their REQ and REP).
     setups: cm::Setups,
+    /// Verdicts on requests that failed admission (see
+    /// [`ConversationJudge::take_admission_verdicts`]).
+    verdicts: Vec<(u64, bool)>,
 }
 
 /// A map key: source and destination address, a QPN, and whether the
@@ -327,6 +330,7 @@ impl ConversationJudge {
             last_ns: 0,
             swept_ns: 0,
             setups: cm::Setups::default(),
+            verdicts: Vec::new(),
         }
     }
 
@@ -363,13 +367,14 @@ impl ConversationJudge {
             return notes;
         }
         notes.push(format!(
-            "frames lost by the capture point: {} connection(s) show request PSN gaps that later acknowledgements cover (connections at frames {}); their gap findings are still reported (judging them as --lossy does is not done yet)",
+            "frames lost by the capture point: {} connection(s) show request PSN gaps that later acknowledgements cover (connections at frames {}{}); each is judged as --lossy does from the first such acknowledgement on, and the findings that rested on its gaps are withheld",
             lost.len(),
             lost.iter()
                 .take(16)
                 .map(u64::to_string)
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if lost.len() > 16 { ", …" } else { "" }
         ));
         notes
     }
@@ -430,6 +435,7 @@ impl ConversationJudge {
                 let from = out.len();
                 conn.summary.ce_marked += u64::from(ce);
                 conn.on_request(meta, pkt, mark, &self.cfg, &mut out);
+                self.verdicts.append(&mut conn.verdicts);
                 conn.summary.findings += (out.len() - from) as u64;
                 conn.label(&mut out[from..]);
                 sender_qp = conn.summary.requester_qpn;
@@ -444,6 +450,7 @@ impl ConversationJudge {
                         let from = out.len();
                         conn.summary.ce_marked += u64::from(ce);
                         conn.on_response(meta, pkt, &self.cfg, &mut out);
+                        self.verdicts.append(&mut conn.verdicts);
                         conn.summary.findings += (out.len() - from) as u64;
                         conn.label(&mut out[from..]);
                         sender_qp = Some(conn.summary.key.responder_qpn);
@@ -567,6 +574,7 @@ impl ConversationJudge {
         };
         let from = out.len();
         c.finish(self.last_ns, self.cfg.ack_delay_ns, out);
+        self.verdicts.append(&mut c.verdicts);
         c.summary.findings += (out.len() - from) as u64;
         c.label(&mut out[from..]);
         c.summary.evicted = true;
@@ -592,6 +600,27 @@ impl ConversationJudge {
         let rkey = Route::new(&meta.src, &meta.dst, qpn, mp);
         if let Some(&i) = self.by_response.get(&rkey) {
             return Some(i);
+        }
+        // An RC QP is connected to one peer QP: a response addressed to the
+        // responder QP of the reverse connection belongs to the connection
+        // whose responder is that one's requester QP.
+        let reverse = self
+            .by_key
+            .get(&rkey)
+            .and_then(|&i| self.conns.get(i)?.as_ref()?.summary.requester_qpn)
+            .and_then(|q| self.by_key.get(&Route::new(&meta.dst, &meta.src, q, mp)))
+            .copied()
+            .filter(|&i| {
+                self.conns[i]
+                    .as_ref()
+                    .is_some_and(|c| c.summary.requester_qpn.is_none())
+            });
+        if let Some(idx) = reverse {
+            if let Some(c) = self.conns[idx].as_mut() {
+                c.summary.requester_qpn = Some(qpn);
+            }
+            self.by_response.insert(rkey, idx);
+            return Some(idx);
         }
         let psn = pkt.bth.psn;
         let unpaired: Vec<usize> = self
@@ -634,6 +663,7 @@ impl ConversationJudge {
         for c in self.conns.iter_mut().flatten() {
             let mut out = Vec::new();
             c.finish(self.last_ns, self.cfg.ack_delay_ns, &mut out);
+            self.verdicts.append(&mut c.verdicts);
             c.summary.findings += out.len() as u64;
             c.label(&mut out);
             all.extend(out);
@@ -654,6 +684,34 @@ impl ConversationJudge {
     /// room), and how many of their summaries were not kept.
     pub fn evicted(&self) -> (u64, u64) {
         (self.evicted, self.closed_dropped)
+    }
+
+    /// What the traffic showed of requests that failed admission as far as
+    /// the capture shows it (`admitted: false`, a wrong ICRC say), each
+    /// (frame, taken): `true` when a later acknowledgement covers it (its
+    /// receiver took it: the capture point recorded it wrong), `false` when
+    /// a sequence NAK, its retransmission or the end of its connection
+    /// shows it was dropped. One such request per connection is followed at
+    /// a time ([`Self::follows`]); the others get no verdict.
+    pub fn take_admission_verdicts(&mut self) -> Vec<(u64, bool)> {
+        std::mem::take(&mut self.verdicts)
+    }
+
+    /// Whether the judge follows the fate of request `pkt` (captured as
+    /// `meta`) and will give a verdict on it.
+    pub fn follows(&self, meta: &PacketMeta, pkt: &RocePacket<'_>) -> bool {
+        if !is_request(pkt.bth.opcode) {
+            return false;
+        }
+        let key = ConnectionKey {
+            requester: meta.src,
+            responder: meta.dst,
+            responder_qpn: pkt.bth.dest_qp,
+        };
+        self.by_key
+            .get(&Route::of(&key, false))
+            .and_then(|&i| self.conns.get(i)?.as_ref())
+            .is_some_and(|c| c.follows(meta.frame))
     }
 
     /// Connections open now.

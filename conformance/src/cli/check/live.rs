@@ -57,7 +57,13 @@ pub(super) fn run(args: &CheckArgs, iface: &str) -> u8 {
         .duration
         .filter(|d| d.is_finite() && *d >= 0.0)
         .map(|d| Instant::now() + Duration::from_secs_f64(d.min(1e9)));
-    let mut checker = args.checker();
+    let mut checker = match args.checker() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("metaroce check: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
     let stdout = io::stdout();
     let mut em = Emitter {
         out: stdout.lock(),

@@ -637,3 +637,23 @@ fn response_to_a_request_retired_early_is_not_judged() {
     );
     assert!(j.connections()[0].unjudged_responses >= 1);
 }
+
+#[test]
+fn a_gap_an_ack_covers_is_capture_loss_and_a_nakked_one_is_not() {
+    // A WRITE of PSN 100..=119 whose 105 and 106 the capture point lost:
+    // the ACK of 119 shows the responder received them. No finding.
+    let mut lost = write_message(100, 20);
+    lost.drain(5..7);
+    lost.push(ack(119, 1));
+    let (judge, f) = run_with(ConversationConfig::default(), &lost);
+    assert_eq!(ids(&f), vec![], "{f:#?}");
+    assert_eq!(judge.connections()[0].behaviour.capture_loss_from, Some(19));
+    // The same gap answered with a sequence NAK of 105: the requester
+    // skipped them (frame 6, PSN 107, is MR-PSN-3).
+    let mut real = write_message(100, 20);
+    real.drain(5..7);
+    real.insert(6, response(Opcode::RC_ACK, 105, Some(0x60), 0, 0));
+    let (judge, f) = run_with(ConversationConfig::default(), &real);
+    assert!(ids(&f).contains(&("MR-PSN-3", 6)), "{f:#?}");
+    assert_eq!(judge.connections()[0].behaviour.capture_loss_from, None);
+}

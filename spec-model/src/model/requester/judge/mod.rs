@@ -192,6 +192,12 @@ impl RequestStreamJudge {
         self.sent.len()
     }
 
+    /// From now on packets may be missing from the capture (the capture
+    /// point evidently lost some): judged as with [`JudgeConfig::lossy`].
+    pub fn set_lossy(&mut self) {
+        self.config.lossy = true;
+    }
+
     /// The PSN the next new request packet should carry, once learnt.
     pub fn next_psn(&self) -> Option<Psn> {
         self.next_psn
