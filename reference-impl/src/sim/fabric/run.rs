@@ -75,6 +75,8 @@ pub struct RunResult {
     pub duplicated: u64,
     /// Completions with an error status.
     pub errors: u64,
+    /// The first error completion: (time, host, message, status).
+    pub first_error: Option<(u64, usize, u64, WcStatus)>,
     /// Packets the devices retransmitted.
     pub retransmitted_packets: u64,
     /// Retransmission timeouts (Base local ACK timeouts and MP RTOs).
@@ -301,6 +303,8 @@ pub fn run(cfg: &RunConfig, plan: &[Msg], seed: u64) -> RunResult {
         for wc in wcs {
             if wc.status != WcStatus::Success {
                 r.errors += 1;
+                r.first_error
+                    .get_or_insert((fab.now(), h, wc.wr_id, wc.status));
                 continue;
             }
             let now = fab.now();
