@@ -212,9 +212,10 @@ mod tests {
     #[test]
     fn degraded_rate_serializes_slower() {
         let mut p = Port::new(0, 100.0, 0, QueuePolicy::nic());
-        let full = p.tx_ns(4096);
+        // 32,768 bits at 100 Gb/s, then at 25 Gb/s (rounded up to a ns).
+        assert_eq!(p.tx_ns(4096), 328);
         p.rate_factor = 0.25;
-        assert_eq!(p.tx_ns(4096), full * 4);
+        assert_eq!(p.tx_ns(4096), 1311);
     }
 
     #[test]

@@ -118,7 +118,7 @@ impl Workload {
     /// The messages of this workload on `hosts` hosts (at least 2), drawn
     /// from `seed`.
     pub fn plan(&self, hosts: usize, seed: u64) -> Vec<Msg> {
-        let mut rng = SimRng::new(seed ^ 0x3011_0AD);
+        let mut rng = SimRng::new(seed ^ 0x0301_10AD);
         let mut out = Vec::new();
         let n = hosts.max(2);
         match *self {
