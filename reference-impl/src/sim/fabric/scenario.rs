@@ -172,8 +172,9 @@ pub struct Summary {
     /// Retransmission timeouts.
     pub timeouts: u64,
     /// Time from a cable failure until the throughput of the failed
-    /// cable's leaf is back to 0.9 × its rate before, scaled by the cables
-    /// left, in base RTTs (`None`: no failure, or it never recovered).
+    /// cable's leaf reaches 0.9 of its remaining ideal (its flows at line
+    /// rate × the fraction of its uplinks left), in base RTTs (`None`: no
+    /// failure, or it never got there).
     pub recovery_rtts: Option<f64>,
     /// Whether a cable failed during the run.
     pub cable_failed: bool,
@@ -229,31 +230,36 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-/// Recovery after the first cable failure of `s`, in base RTTs, from the
-/// watched leaf's throughput bins (bin width = one base RTT).
+/// Recovery after the first cable failure of `s`, in base RTTs: from the
+/// failure until the throughput of the failed cable's leaf (data frames
+/// from or to its hosts, bins one base RTT wide, 3-bin mean) reaches 0.9
+/// of what is left of its ideal: its flows at the host line rate, times
+/// the fraction of the leaf's uplinks still up. `None` when nothing failed
+/// or it never got there before the workload's first flow ended.
 fn recovery(s: &Scenario, plan: &[Msg], r: &RunResult, rtt_ns: f64) -> Option<f64> {
-    let fail = s.cables.iter().find_map(|c| match c.change {
-        CableChange::Down { .. } => Some(c.at_ns),
+    let (fail, leaf) = s.cables.iter().find_map(|c| match c.change {
+        CableChange::Down { .. } => Some((c.at_ns, c.leaf)),
         CableChange::Degrade(_) => None,
     })?;
     let bins = &r.watched_bins;
     let fb = (fail as f64 / rtt_ns) as usize;
-    let pre: Vec<u64> = bins.get(fb.saturating_sub(10).max(2)..fb)?.to_vec();
-    if pre.is_empty() {
-        return None;
-    }
-    let pre_rate = pre.iter().sum::<u64>() as f64 / pre.len() as f64;
-    let cables = (s.fabric.leaves() * s.fabric.spines) as f64;
-    let target = 0.9 * pre_rate * (1.0 - 1.0 / cables);
+    let f = &s.fabric;
+    let mut touching = std::collections::BTreeSet::new();
     // Until the first flow of the workload ends (then throughput falls
     // for reasons other than the failure).
     let mut last: std::collections::BTreeMap<(usize, usize, usize), u64> = Default::default();
-    for (i, m) in plan.iter().enumerate() {
+    for (i, m) in plan.iter().enumerate().filter(|(_, m)| !m.background) {
+        if f.leaf_of(m.src) == leaf || f.leaf_of(m.dst) == leaf {
+            touching.insert((m.src, m.dst, m.channel));
+        }
         if let Some(t) = r.delivered_at[i] {
             let e = last.entry((m.src, m.dst, m.channel)).or_insert(0);
             *e = (*e).max(t);
         }
     }
+    let per_bin = touching.len() as f64 * f.host_gbps / 8.0 * rtt_ns;
+    let left = 1.0 - 1.0 / f.spines as f64;
+    let target = 0.9 * per_bin * left;
     let end = last.values().min().copied().unwrap_or(r.jct_ns);
     let eb = ((end as f64 / rtt_ns) as usize).min(bins.len());
     (fb..eb.saturating_sub(3))
