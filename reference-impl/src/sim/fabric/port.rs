@@ -219,6 +219,45 @@ mod tests {
     }
 
     #[test]
+    fn trimming_keeps_the_headers_and_rewrites_the_dscp() {
+        use core::net::Ipv4Addr;
+        use metaroce_codec::{Opcode, PacketBuilder};
+        let mut f = PacketBuilder::new(Opcode::RC_SEND_MIDDLE)
+            .macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2))
+            .dest_qp(0x12)
+            .psn(7)
+            .payload(vec![0xAB; 1024])
+            .build();
+        assert!(trim(&mut f, 46));
+        // Ethernet 14 + IPv4 20 + UDP 8 + BTH 12: no payload, pad or ICRC.
+        assert_eq!(f.len(), 54);
+        assert_eq!(f[IP_AT + 1] >> 2, 46);
+        assert_eq!(u16::from_be_bytes([f[IP_AT + 2], f[IP_AT + 3]]), 40);
+        let ip = &f[IP_AT..IP_AT + 20];
+        assert_eq!(metaroce_codec::ipv4::internet_checksum(ip), 0);
+        // A full buffer trims a RoCE packet instead of dropping it, and
+        // drops what it cannot trim.
+        let policy = QueuePolicy {
+            buffer_bytes: 100,
+            ecn: None,
+            trim_dscp: Some(46),
+        };
+        let mut p = Port::new(0, 100.0, 0, policy);
+        let mut rng = SimRng::new(1);
+        p.enqueue(vec![0u8; 60], &mut rng);
+        let whole = PacketBuilder::new(Opcode::RC_SEND_MIDDLE)
+            .macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2))
+            .payload(vec![0xAB; 1024])
+            .build();
+        p.enqueue(whole, &mut rng);
+        p.enqueue(vec![0u8; 60], &mut rng);
+        assert_eq!((p.stats.trimmed, p.stats.dropped), (1, 1));
+        assert_eq!(p.queued_bytes, 60 + 54);
+    }
+
+    #[test]
     fn a_down_port_drops_everything() {
         let mut p = Port::new(0, 100.0, 0, QueuePolicy::nic());
         let mut rng = SimRng::new(1);
