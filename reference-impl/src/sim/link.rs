@@ -211,7 +211,7 @@ impl Link {
 
 /// Marks an ECN-capable IPv4 frame CE and fixes the header checksum, as a
 /// switch does. Returns whether it marked.
-fn mark_ce(frame: &mut [u8]) -> bool {
+pub(super) fn mark_ce(frame: &mut [u8]) -> bool {
     let Some(ip) = frame.get_mut(ETH_LEN..ETH_LEN + 20) else {
         return false;
     };

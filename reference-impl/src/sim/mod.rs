@@ -6,6 +6,7 @@
 //! ([`crate::drivers::memory::MemoryDriver`]) and advances time event by
 //! event: the next frame arrival, held-frame release or device timer.
 
+pub mod fabric;
 mod impair;
 mod link;
 mod paths;

@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod endpoint;
+mod fabric;
 mod peer;
 mod perf;
 mod pingpong;
@@ -44,6 +45,8 @@ enum Command {
     /// Runs the client side of ibv_rc_pingpong (TCP exchange, then SENDs
     /// both ways) against an ibv_rc_pingpong server, e.g. on rdma_rxe.
     Pingpong(pingpong::PingpongArgs),
+    /// Runs the fabric simulator's scenarios, Base and MP side by side.
+    Fabric(fabric::FabricArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,5 +55,6 @@ fn main() -> ExitCode {
         Command::Serve(cmd) => serve::main(&cmd),
         Command::Perf(args) => perf::main(&args),
         Command::Pingpong(args) => pingpong::main(&args),
+        Command::Fabric(args) => fabric::main(&args),
     }
 }
