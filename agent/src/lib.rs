@@ -14,7 +14,9 @@
 //! - [`qp_state`]: QP states and the transition table of SPEC §6.2 that
 //!   `modify_qp` follows;
 //! - [`line`]: bounded line framing;
-//! - [`client`]: a typed client over TCP.
+//! - [`client`]: a typed client over TCP;
+//! - [`rng`]: the seeded generator (SplitMix64) the reference transport and
+//!   the harness share.
 //!
 //! No device, no transport: an agent maps these requests onto its own.
 #![forbid(unsafe_code)]
@@ -26,6 +28,7 @@ pub mod line;
 pub mod profile;
 pub mod protocol;
 pub mod qp_state;
+pub mod rng;
 
 pub use client::{Client, ClientError};
 pub use profile::CapabilityProfile;

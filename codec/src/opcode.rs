@@ -408,9 +408,9 @@ const fn same(_: u8, headers: &'static [ExtKind]) -> &'static [ExtKind] {
     headers
 }
 
-/// Response opcodes (READ responses, ACK, atomic ACK): 0x0D–0x12.
+/// Response operations (READ responses, ACK, atomic ACK): 0x0D–0x12.
 const fn is_response_op(op: u8) -> bool {
-    op >= 0x0D && op <= 0x12
+    Opcode(op).is_rc_response()
 }
 
 /// RD: every packet starts with RDETH; requests add DETH after it.
@@ -569,6 +569,62 @@ impl Opcode {
         self.0 >= 0xC0 && self.0 <= 0xDF
     }
 
+    /// `true` for the opcodes reserved for MP (0xCC–0xDF): in the MP range
+    /// but not an MP opcode (SPEC.md §7.2).
+    pub const fn is_mp_reserved(self) -> bool {
+        self.in_mp_range() && !self.is_mp()
+    }
+
+    /// `true` for the MP responses: READ Response, Atomic Acknowledge, ACK.
+    pub const fn is_mp_response(self) -> bool {
+        matches!(
+            self,
+            Opcode::MP_READ_RESPONSE | Opcode::MP_ATOMIC_ACK | Opcode::MP_ACK
+        )
+    }
+
+    /// `true` for the MP requests: every MP opcode that is not a response
+    /// (data, READ Request, atomics, Probe).
+    pub const fn is_mp_request(self) -> bool {
+        self.is_mp() && !self.is_mp_response()
+    }
+
+    /// `true` for the MP opcodes that carry data (0xC0–0xC3, 0xC5, 0xCB).
+    pub const fn is_mp_data(self) -> bool {
+        matches!(self.0, 0xC0..=0xC3)
+            || matches!(self, Opcode::MP_READ_RESPONSE | Opcode::MP_SEND_INV)
+    }
+
+    /// `true` for the RC responses (0x0D–0x12): READ Response First to
+    /// Only, Acknowledge, Atomic Acknowledge.
+    pub const fn is_rc_response(self) -> bool {
+        self.0 >= 0x0D && self.0 <= 0x12
+    }
+
+    /// `true` for RC READ Response First, Middle, Last and Only (0x0D–0x10).
+    pub const fn is_rc_read_response(self) -> bool {
+        self.0 >= 0x0D && self.0 <= 0x10
+    }
+
+    /// `true` for the known RC requests: every RC opcode with a layout that
+    /// is not a response.
+    pub const fn is_rc_request(self) -> bool {
+        matches!(
+            self.0,
+            0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17 | 0x1C | 0x1D
+        )
+    }
+
+    /// `true` for the RC SEND opcodes (0x00–0x05, 0x16, 0x17).
+    pub const fn is_rc_send(self) -> bool {
+        matches!(self.0, 0x00..=0x05 | 0x16 | 0x17)
+    }
+
+    /// `true` for the RC RDMA WRITE opcodes (0x06–0x0B).
+    pub const fn is_rc_write(self) -> bool {
+        self.0 >= 0x06 && self.0 <= 0x0B
+    }
+
     /// Name of a known opcode (MetaRoCE dialect), or `None`.
     pub fn name(self) -> Option<&'static str> {
         self.layout(Dialect::MetaRoce).map(|l| l.name)
@@ -642,6 +698,33 @@ mod tests {
         assert_eq!(range.first(), Some(&Opcode::MP_SEND.0));
         assert_eq!(range.len(), 32);
         assert!((0..=255u8).all(|op| !Opcode(op).is_mp() || Opcode(op).in_mp_range()));
+    }
+
+    #[test]
+    fn class_predicates_agree_with_the_layout_table() {
+        for op in (0..=255u8).map(Opcode) {
+            let layout = op.layout(Dialect::MetaRoce);
+            let name = layout.map_or("", |l| l.name);
+            let response = ["Response", "Acknowledge", "ACK"]
+                .iter()
+                .any(|w| name.contains(w));
+            let rc = op.class() == ServiceClass::Rc && layout.is_some();
+            assert_eq!(op.is_rc_response(), rc && response, "{op:?}");
+            assert_eq!(op.is_rc_request(), rc && !response, "{op:?}");
+            let read_response = name.starts_with("RC RDMA READ Response");
+            assert_eq!(op.is_rc_read_response(), read_response, "{op:?}");
+            assert_eq!(op.is_rc_send(), name.starts_with("RC SEND"), "{op:?}");
+            assert_eq!(
+                op.is_rc_write(),
+                name.starts_with("RC RDMA WRITE"),
+                "{op:?}"
+            );
+            assert_eq!(op.is_mp_response(), op.is_mp() && response, "{op:?}");
+            assert_eq!(op.is_mp_request(), op.is_mp() && !response, "{op:?}");
+            let data = layout.is_some_and(|l| l.payload == PayloadRule::Data);
+            assert_eq!(op.is_mp_data(), op.is_mp() && data, "{op:?}");
+            assert_eq!(op.is_mp_reserved(), op.in_mp_range() && layout.is_none());
+        }
     }
 
     #[test]

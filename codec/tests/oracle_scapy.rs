@@ -517,15 +517,11 @@ fn scapy_built_frames_decode_as_scapy_decodes_them() {
 // ---------------------------------------------------------------------------
 
 /// splitmix64: a small deterministic generator (no dependency needed).
-struct SplitMix64(u64);
+struct SplitMix64(metaroce_agent::rng::SplitMix64);
 
 impl SplitMix64 {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A value of `bits` random bits (1..=64).
@@ -761,7 +757,7 @@ fn build_random(rng: &mut SplitMix64, op: u8) -> Built {
 #[test]
 fn codec_built_frames_get_the_same_icrc_from_scapy() {
     let Some(python) = oracle() else { return };
-    let mut rng = SplitMix64(BUILD_SEED);
+    let mut rng = SplitMix64(metaroce_agent::rng::SplitMix64::new(BUILD_SEED));
     let ops = opcodes();
     let built: Vec<Built> = (0..BUILT)
         .map(|i| build_random(&mut rng, ops[i % ops.len()]))

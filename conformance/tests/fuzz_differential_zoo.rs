@@ -95,21 +95,17 @@ fn corpus() -> Vec<Vec<u8>> {
 
 /// SplitMix64: a fixed, dependency-free PRNG, so the generated inputs are
 /// the same on every run and every platform.
-struct SplitMix(u64);
+struct SplitMix(metaroce_agent::rng::SplitMix64);
 
 impl SplitMix {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 }
 
 /// `n` inputs of 64–575 random bytes.
 fn generated(n: usize) -> Vec<Vec<u8>> {
-    let mut rng = SplitMix(SEED);
+    let mut rng = SplitMix(metaroce_agent::rng::SplitMix64::new(SEED));
     (0..n)
         .map(|_| {
             let len = 64 + (rng.next() % 512) as usize;

@@ -111,15 +111,11 @@ const IGNORED: &[&str] = &[
 // ---------------------------------------------------------------------------
 
 /// splitmix64 (Steele, Lea, Flood 2014): small, seedable, good enough to fill headers.
-struct SplitMix64(u64);
+struct SplitMix64(metaroce_agent::rng::SplitMix64);
 
 impl SplitMix64 {
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn u32(&mut self) -> u32 {
@@ -298,7 +294,7 @@ fn random_frame(rng: &mut SplitMix64, opcode: Opcode) -> Vec<u8> {
 
 /// The test's frames: every decoded opcode in turn, then the undecoded ones.
 fn frames() -> Vec<Vec<u8>> {
-    let mut rng = SplitMix64(0x0AC1_E5EE_D000_4791);
+    let mut rng = SplitMix64(metaroce_agent::rng::SplitMix64::new(0x0AC1_E5EE_D000_4791));
     let decoded = DECODED_OPCODES
         .iter()
         .cycle()

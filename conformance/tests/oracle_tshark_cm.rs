@@ -94,15 +94,11 @@ fn tshark_ok() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-struct Rng(u64);
+struct Rng(metaroce_agent::rng::SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn bytes(&mut self, out: &mut [u8]) {
@@ -124,7 +120,7 @@ fn mad(rng: &mut Rng, attr: u16) -> Vec<u8> {
 
 /// Synthetic CM MADs on QP1, as a pcapng file.
 fn synthetic() -> PathBuf {
-    let mut rng = Rng(0x0c0f_fee0);
+    let mut rng = Rng(metaroce_agent::rng::SplitMix64::new(0x0c0f_fee0));
     let mut w = PcapNgWriter::new(Vec::new()).expect("pcapng header");
     let attrs = [0x0010u16, 0x0013, 0x0014, 0x0012, 0x0015, 0x0016];
     for i in 0..60u32 {

@@ -43,6 +43,17 @@ impl WcStatus {
     pub const fn code(self) -> u32 {
         self as u32
     }
+
+    /// The status a requester completes with on a NAK with `code` (the
+    /// syndrome's low five bits): 1 invalid request, 2 remote access error,
+    /// any other remote operational error (RC MR-NAK-6, MP MR-MPP-16).
+    pub(crate) const fn for_nak_code(code: u8) -> WcStatus {
+        match code {
+            1 => WcStatus::RemInvReqErr,
+            2 => WcStatus::RemAccessErr,
+            _ => WcStatus::RemOpErr,
+        }
+    }
 }
 
 /// What the completed work request was.

@@ -1,5 +1,6 @@
 //! Work requests: what `post_send` and `post_recv` take.
 
+use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
 use core::net::Ipv4Addr;
 
 /// One scatter/gather element: `len` bytes at `addr` of the region `lkey`.
@@ -68,6 +69,17 @@ impl WrOp {
     pub const fn is_atomic(&self) -> bool {
         matches!(self, WrOp::CompareSwap { .. } | WrOp::FetchAdd { .. })
     }
+
+    /// The opcode of its work completion.
+    pub(crate) const fn wc_opcode(&self) -> WcOpcode {
+        match self {
+            WrOp::Send | WrOp::SendImm(_) | WrOp::SendInv(_) => WcOpcode::Send,
+            WrOp::Write(_) | WrOp::WriteImm(..) => WcOpcode::RdmaWrite,
+            WrOp::Read(_) => WcOpcode::RdmaRead,
+            WrOp::CompareSwap { .. } => WcOpcode::CompareSwap,
+            WrOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
 }
 
 /// The destination of a UD send.
@@ -120,6 +132,25 @@ impl SendWr {
     /// Total bytes of the local buffers.
     pub fn total_len(&self) -> u64 {
         self.sg_list.iter().map(|s| u64::from(s.len)).sum()
+    }
+
+    /// Its work completion with `status`: the RC and MP requesters' one
+    /// mapping (`byte_len` is `len` on success, 0 on an error).
+    pub(crate) fn completion(&self, len: u64, status: WcStatus) -> WorkCompletion {
+        WorkCompletion {
+            wr_id: self.wr_id,
+            status,
+            opcode: self.op.wc_opcode(),
+            qpn: 0,
+            byte_len: if status == WcStatus::Success {
+                len as u32
+            } else {
+                0
+            },
+            imm: None,
+            invalidated_rkey: None,
+            src_qp: None,
+        }
     }
 }
 

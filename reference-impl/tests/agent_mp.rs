@@ -10,7 +10,7 @@
 mod agent;
 use agent::*;
 use core::net::Ipv4Addr;
-use metaroce_codec::{Frame, ParseOptions};
+use metaroce_codec::{Frame, Opcode, ParseOptions};
 use metaroce_ref::DeviceConfig;
 use metaroce_ref::agent::{Agent, AgentConfig};
 use serde_json::{Value, json};
@@ -734,7 +734,7 @@ fn two_agents_exchange_mp_traffic_beside_a_base_pair() {
         if to_mp {
             mp_ops.insert(s.opcode);
             assert!(
-                (0xC0..=0xCB).contains(&s.opcode),
+                Opcode(s.opcode).is_mp(),
                 "MR-MPN-3: no RC-class opcode or CNP from an MP QP: {s:?}"
             );
             let set: &[u16] = if s.from_a { &SET_A } else { &set_b };

@@ -250,10 +250,7 @@ fn unhex(s: &str) -> Vec<u8> {
 }
 
 fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    metaroce_agent::rng::SplitMix64::mix(x)
 }
 
 /// `len` bytes that depend on `tag` and position.

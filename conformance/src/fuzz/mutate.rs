@@ -11,6 +11,7 @@
 //! number, which names the sentinel with probability 2^-24 per mutation.
 
 use crate::vector::model::{Bytes, Corruption, GeneratedBytes, Num, OpcodeRef, SendStep, Value};
+use metaroce_agent::rng::SplitMix64;
 use metaroce_codec::Opcode;
 use std::collections::BTreeMap;
 
@@ -22,21 +23,17 @@ pub const FUZZ_MR_LEN: u64 = 256;
 /// The fuzzer's deterministic generator (SplitMix64): a run is reproduced by
 /// its `--seed`.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x6D65_7461_726F_6365)
+        Rng(SplitMix64::new(seed ^ 0x6D65_7461_726F_6365))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A number in `0..n` (0 when `n` is 0).

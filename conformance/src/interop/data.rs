@@ -1,13 +1,11 @@
 //! Seeded data: every case writes bytes no other case writes, so a byte
 //! left over from an earlier case (or from the other direction) shows.
 
+use metaroce_agent::rng::SplitMix64;
+
 /// SplitMix64 of `seed` and `salt`: one well-mixed 64-bit value.
 pub fn mix(seed: u64, salt: u64) -> u64 {
-    let mut z = seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    SplitMix64::mix(seed ^ salt.wrapping_mul(SplitMix64::GAMMA))
 }
 
 /// `len` pseudo-random bytes of stream `salt` under `seed`.

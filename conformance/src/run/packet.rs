@@ -178,8 +178,7 @@ pub fn build(step: &SendStep, ctx: &Context) -> Result<Vec<u8>, String> {
             | Opcode::MP_ACK
             | Opcode::MP_ATOMIC_ACK
             | Opcode::CNP
-    ) && !(Opcode::RC_READ_RESPONSE_FIRST.0..=Opcode::RC_READ_RESPONSE_ONLY.0)
-        .contains(&op.0)
+    ) && !op.is_rc_read_response()
         && op != Opcode::MP_READ_RESPONSE;
     let pkey = ctx.p_key;
     let psn = ctx.bindings.get("psn").unwrap_or(0) as u32;

@@ -77,16 +77,14 @@ pub struct Target {
 
 /// The Base RC opcodes of the codec's table (requests and responses).
 fn rc_opcodes() -> impl Iterator<Item = Opcode> {
-    (0x00..=0x1Fu8)
+    (0..=u8::MAX)
         .map(Opcode)
-        .filter(|o| o.layout(Dialect::MetaRoce).is_some())
+        .filter(|o| o.is_rc_request() || o.is_rc_response())
 }
 
 /// The MP opcodes of the codec's table.
 fn mp_opcodes() -> impl Iterator<Item = Opcode> {
-    (0xC0..=0xDFu8)
-        .map(Opcode)
-        .filter(|o| o.layout(Dialect::MetaRoce).is_some())
+    (0..=u8::MAX).map(Opcode).filter(|o| o.is_mp())
 }
 
 /// Every opcode the codec's table knows (MetaRoCE dialect).
@@ -189,7 +187,7 @@ pub fn frame(inp: &mut Input<'_>, ep: &Endpoints, targets: &[Target]) -> Vec<u8>
         };
     }
     let op = opcode(inp, t.family);
-    let response = matches!(op.0, 0x0D..=0x12) || matches!(op.0, 0xC5 | 0xC8 | 0xC9);
+    let response = op.is_rc_response() || op.is_mp_response();
     let base = if response {
         t.response_psn
     } else {

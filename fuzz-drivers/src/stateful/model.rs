@@ -760,7 +760,7 @@ impl World {
 
 /// Whether `op` is a Base RC response opcode (READ responses to Atomic ACK).
 fn is_rc_response(op: Opcode) -> bool {
-    (Opcode::RC_READ_RESPONSE_FIRST.0..=Opcode::RC_ATOMIC_ACK.0).contains(&op.0)
+    op.is_rc_response()
 }
 
 /// A response that acknowledges (not a NAK, whose PSN is not an executed one).

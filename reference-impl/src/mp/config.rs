@@ -2,6 +2,7 @@
 //! SPEC §10.3, with their range checks.
 
 use crate::error::VerbsError;
+use metaroce_agent::rng::SplitMix64;
 
 /// How the entropy set of an MP QP is given (SPEC §7.1 `mp_entropy_set`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,25 +210,15 @@ impl MpAttrs {
 
 /// `n` distinct values in 0xC000–0xFFFF from `seed` (splitmix64 stream).
 pub(crate) fn derive_values(n: usize, seed: u64) -> Vec<u16> {
-    let mut state = seed;
+    let mut rng = SplitMix64::new(seed);
     let mut out: Vec<u16> = Vec::with_capacity(n);
     while out.len() < n.min(0x4000) {
-        let v = ENTROPY_MIN | (splitmix(&mut state) as u16 & 0x3FFF);
+        let v = ENTROPY_MIN | (rng.next_u64() as u16 & 0x3FFF);
         if !out.contains(&v) {
             out.push(v);
         }
     }
     out
-}
-
-/// One step of splitmix64: the deterministic generator of the MP module
-/// (entropy derivation and per-round shuffles, MR-MPS-4).
-pub(crate) fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

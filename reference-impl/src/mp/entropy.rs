@@ -1,7 +1,7 @@
 //! The entropy set of an MP QP and spraying by rounds (SPEC §7.4), with
 //! path-aware skipping and retirement (§7.13; probes are in `probe.rs`).
 
-use super::config::splitmix;
+use metaroce_agent::rng::SplitMix64;
 
 /// Condition of one entropy value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub(crate) struct EntropySet {
     /// Indices of values not yet used in this round, in reverse drawing
     /// order (the next candidate last, so that taking it moves nothing).
     round: Vec<usize>,
-    rng: u64,
+    rng: SplitMix64,
     /// Values not retired.
     live: usize,
     /// The latest `skip_until` ever set: at or after it no value is
@@ -38,7 +38,7 @@ impl EntropySet {
             values,
             state: vec![ValueState::default(); n],
             round: Vec::new(),
-            rng: seed,
+            rng: SplitMix64::new(seed),
             live: n,
             skip_horizon: 0,
             retirements: 0,
@@ -85,7 +85,7 @@ impl EntropySet {
             .filter(|&i| all_retired || !self.state[i].retired)
             .collect();
         for i in (1..self.round.len()).rev() {
-            let j = (splitmix(&mut self.rng) % (i as u64 + 1)) as usize;
+            let j = (self.rng.next_u64() % (i as u64 + 1)) as usize;
             self.round.swap(i, j);
         }
         self.round.reverse(); // stored next-last

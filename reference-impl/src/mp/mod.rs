@@ -25,17 +25,18 @@ use crate::qp_config::{Env, QpConfig, QueueDepths};
 use crate::rx::RxPacket;
 use config::MpConfig;
 use metaroce_agent::qp_state::QpState;
+use metaroce_codec::Opcode;
 use requester::MpRequester;
 use responder::MpResponder;
 
 /// MP response opcodes: READ Response, Atomic Acknowledge, ACK (§7.2).
 pub(crate) const fn is_mp_response(opcode: u8) -> bool {
-    matches!(opcode, 0xC5 | 0xC8 | 0xC9)
+    Opcode(opcode).is_mp_response()
 }
 
 /// MP opcodes an MP QP accepts (0xC0–0xCB, MR-MPH-8).
 pub(crate) const fn is_mp_opcode(opcode: u8) -> bool {
-    matches!(opcode, 0xC0..=0xCB)
+    Opcode(opcode).is_mp()
 }
 
 /// The MP strategy of one QP.

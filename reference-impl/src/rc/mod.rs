@@ -6,6 +6,7 @@ pub(crate) mod responder;
 use crate::qp_config::{Env, QpConfig, QueueDepths};
 use crate::rx::RxPacket;
 use metaroce_agent::qp_state::QpState;
+use metaroce_codec::Opcode;
 use requester::Requester;
 use responder::Responder;
 
@@ -18,7 +19,7 @@ pub(crate) struct RcTransport {
 
 /// Response opcodes 0x0D–0x12 (§4.3); every other RC opcode is a request.
 pub(crate) const fn is_response(opcode: u8) -> bool {
-    matches!(opcode, 0x0D..=0x12)
+    Opcode(opcode).is_rc_response()
 }
 
 impl RcTransport {

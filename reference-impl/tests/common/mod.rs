@@ -211,14 +211,10 @@ pub fn connect_mp(
 
 /// The values `MpEntropy::Seeded` derives (splitmix64, as the crate does).
 pub fn seeded_values(n: usize, seed: u64) -> Vec<u16> {
-    let mut state = seed;
+    let mut rng = metaroce_agent::rng::SplitMix64::new(seed);
     let mut out: Vec<u16> = Vec::new();
     while out.len() < n {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = rng.next_u64();
         let v = 0xC000 | (z as u16 & 0x3FFF);
         if !out.contains(&v) {
             out.push(v);

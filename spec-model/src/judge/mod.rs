@@ -279,23 +279,22 @@ fn addr_bits(a: &IpAddr) -> (u128, bool) {
 
 /// Whether `op` is an RC request opcode the models know.
 fn is_request(op: Opcode) -> bool {
-    op.class() == ServiceClass::Rc
-        && matches!(op.0, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17 | 0x1C | 0x1D)
+    op.is_rc_request()
 }
 
 /// Whether `op` is an RC response opcode.
 fn is_response(op: Opcode) -> bool {
-    (Opcode::RC_READ_RESPONSE_FIRST.0..=Opcode::RC_ATOMIC_ACK.0).contains(&op.0)
+    op.is_rc_response()
 }
 
 /// Whether `op` is an MP request: data, READ request, atomics, probe.
 fn is_mp_request(op: Opcode) -> bool {
-    matches!(op.0, 0xC0..=0xC4 | 0xC6 | 0xC7 | 0xCA | 0xCB)
+    op.is_mp_request()
 }
 
 /// Whether `op` is an MP response: READ response, atomic acknowledgement, ACK.
 fn is_mp_response(op: Opcode) -> bool {
-    matches!(op.0, 0xC5 | 0xC8 | 0xC9)
+    op.is_mp_response()
 }
 
 /// Whether a CE mark on `op` obliges its receiver to send a CNP

@@ -58,7 +58,7 @@ impl Resp {
     /// its PSN (an ACK syndrome, or a READ Middle without AETH): what MR-ACK-1
     /// accepts as covering an earlier PSN.
     pub fn acknowledges(&self) -> bool {
-        let rdma = matches!(self.opcode.0, 0x0D..=0x10 | 0x12);
+        let rdma = self.opcode.is_rc_read_response() || self.opcode == Opcode::RC_ATOMIC_ACK;
         match self.syndrome.map(Syndrome::kind) {
             Some(SyndromeKind::Ack { .. }) => true,
             None => rdma,

@@ -133,16 +133,8 @@ mod tests {
     /// A deterministic, well-mixed sequence (SplitMix64) standing in for a
     /// good generator.
     fn splitmix(seed: u64, n: usize) -> Vec<u64> {
-        let mut state = seed;
-        (0..n)
-            .map(|_| {
-                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut z = state;
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                z ^ (z >> 31)
-            })
-            .collect()
+        let mut rng = metaroce_agent::rng::SplitMix64::new(seed);
+        (0..n).map(|_| rng.next_u64()).collect()
     }
 
     #[test]

@@ -75,7 +75,7 @@ fn se_allowed(p: &Packet<'_, '_>) -> Option<bool> {
     let op = p.op;
     match op.class() {
         ServiceClass::Rc | ServiceClass::Uc => match op.operation() {
-            0x0D..=0x12 => None,
+            o if Opcode(o).is_rc_response() => None,
             0x02..=0x05 | 0x09 | 0x0B | 0x16 | 0x17 => Some(true),
             _ => Some(false),
         },

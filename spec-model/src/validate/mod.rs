@@ -127,7 +127,7 @@ pub(crate) struct Packet<'f, 'a> {
 
 /// MP data opcodes (§7.10): the ones a switch may trim.
 pub(crate) fn is_mp_data(op: Opcode) -> bool {
-    matches!(op.0, 0xC0..=0xC3 | 0xC5 | 0xCB)
+    op.is_mp_data()
 }
 
 /// Whether a decoded frame is taken as an MP packet a switch trimmed: an

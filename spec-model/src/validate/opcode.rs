@@ -30,18 +30,18 @@ pub(super) fn check(p: &Packet<'_, '_>, out: &mut Vec<Finding>) -> bool {
         return true;
     }
     match op.0 {
-        0xC0..=0xCB => out.push(Finding::new(
+        _ if op.is_mp() => out.push(Finding::new(
             "MR-OPC-6",
             format!(
                 "MP opcode 0x{:02x} from an implementation checked as Base (no MP QP)",
                 op.0
             ),
         )),
-        0xCC..=0xDF => out.push(Finding::new(
+        _ if op.is_mp_reserved() => out.push(Finding::new(
             "MR-OPC-5",
             format!("opcode 0x{:02x} is reserved for MP", op.0),
         )),
-        0xE0..=0xFF => out.push(Finding::new(
+        _ if class == ServiceClass::Vendor => out.push(Finding::new(
             "MR-OPC-5",
             format!("opcode 0x{:02x} is not used by MetaRoCE v1", op.0),
         )),

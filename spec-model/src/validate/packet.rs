@@ -103,7 +103,7 @@ fn length(p: &Packet<'_, '_>, position: Position, ctx: &Context, out: &mut Vec<F
     }
     // READ responses are packetized by the responder (MR-READ-2), SEND and
     // WRITE by the requester (MR-PKT-1).
-    let id = if matches!(p.op.operation(), 0x0D..=0x10) {
+    let id = if Opcode(p.op.operation()).is_rc_read_response() {
         "MR-READ-2"
     } else {
         "MR-PKT-1"
@@ -189,7 +189,7 @@ fn ack_req(p: &Packet<'_, '_>, out: &mut Vec<Finding>) {
             0x02..=0x05 | 0x08..=0x0B | 0x13 | 0x14 | 0x16 | 0x17 | 0x1C | 0x1D if !bth.ack_req => {
                 out.push(Finding::new("MR-PKT-6", format!("{} without AckReq", p.op)));
             }
-            0x0D..=0x12 => {
+            o if Opcode(o).is_rc_response() => {
                 if bth.se {
                     out.push(Finding::new(
                         "MR-ACK-6",

@@ -11,6 +11,7 @@ use crate::vector::model::{
     CompletionStep, ExpectNoneStep, ExpectStep, MemoryStep, ModifyQpStep, PostSendStep, Profile,
     RecvSetup, Refusal, Role, Sge, Step, Vector,
 };
+use metaroce_agent::rng::SplitMix64;
 use metaroce_spec::requirements::{self, Keyword};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, VecDeque};
@@ -66,25 +67,12 @@ pub const CANARY_LEN: u64 = 64;
 /// Their value.
 pub const CANARY_FILL: u8 = 0xA5;
 
-/// A tiny deterministic generator for the harness's own choices.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// A harness QPN for a test with this seed that none of `stale` uses (nor
 /// its successor, the second QP's).
 pub fn harness_qpn(seed: u64, stale: &std::collections::BTreeSet<u32>) -> u32 {
-    let mut rng = SplitMix(seed ^ 0x5EED_0F0F_4A55_0001);
+    let mut rng = SplitMix64::new(seed ^ 0x5EED_0F0F_4A55_0001);
     loop {
-        let q = ((rng.next() & 0xFF_FFFE) | 0x10) as u32;
+        let q = ((rng.next_u64() & 0xFF_FFFE) | 0x10) as u32;
         if !stale.contains(&q) && !stale.contains(&(q + 1)) {
             return q;
         }

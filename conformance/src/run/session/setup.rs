@@ -7,7 +7,7 @@ impl Test<'_> {
     pub(super) fn setup(&mut self) -> Result<(), Stop> {
         let v = self.vector;
         let q = &v.setup.qp;
-        let mut rng = SplitMix(self.bed.seed);
+        let mut rng = SplitMix64::new(self.bed.seed);
         self.setup_call(json!({"op": "reset"}), "reset")?;
         let pd = field_u64(
             &self.setup_call(json!({"op": "alloc_pd"}), "alloc_pd")?,
@@ -86,9 +86,9 @@ impl Test<'_> {
             mrs.insert(mr.name.clone(), h);
         }
         let h_qpn = self.bed.harness_qpn;
-        let rq_psn = q.rq_psn.unwrap_or((rng.next() & 0xFF_FFFF) as u32);
-        let sq_psn = q.sq_psn.unwrap_or((rng.next() & 0xFF_FFFF) as u32);
-        let udp_sport = 0xC000 | (rng.next() & 0x3FFF) as u16;
+        let rq_psn = q.rq_psn.unwrap_or((rng.next_u64() & 0xFF_FFFF) as u32);
+        let sq_psn = q.sq_psn.unwrap_or((rng.next_u64() & 0xFF_FFFF) as u32);
+        let udp_sport = 0xC000 | (rng.next_u64() & 0x3FFF) as u16;
         let n_qps = if v.setup.second_qp { 2 } else { 1 };
         let mut qpns = Vec::new();
         let mut iut_sport = 0;

@@ -9,7 +9,7 @@ use metaroce_ref::{
     Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MrInfo, PdHandle, QpAttrs,
     QpInit, QpState, QpType, RecvWr, Sge,
 };
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Ends a command's run: the elapsed time, `ok` (and `error`) into its JSON
 /// summary, the summary on standard output, the error on standard error
@@ -187,6 +187,43 @@ pub(crate) fn connect_rc(dev: &mut Device, qp: &RcQp, c: &Connection) -> Result<
         },
     )
     .map_err(e("modify_qp RTS"))
+}
+
+/// Runs the device until no frame has arrived for `quiet` (or until
+/// `deadline`), so that a lost acknowledgement of the last message can
+/// still be repeated.
+pub(crate) fn linger(
+    driver: &mut RawDriver,
+    deadline: Instant,
+    quiet: Duration,
+) -> Result<(), String> {
+    let mut seen = driver.device().counters().frames_received;
+    let mut since = Instant::now();
+    driver
+        .run_until(deadline, |dev| {
+            let now_seen = dev.counters().frames_received;
+            if now_seen != seen {
+                seen = now_seen;
+                since = Instant::now();
+            }
+            since.elapsed() >= quiet
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The device counters of a Base run's JSON summary (`peer`, `pingpong`).
+pub(crate) fn device_summary(dev: &Device) -> serde_json::Value {
+    let c = dev.counters();
+    serde_json::json!({
+        "frames_received": c.frames_received, "frames_sent": c.frames_sent,
+        "retransmitted_packets": c.retransmitted_packets,
+        "local_ack_timeouts": c.local_ack_timeouts,
+        "seq_naks_sent": c.seq_naks_sent, "rnr_naks_sent": c.rnr_naks_sent,
+        "duplicate_requests": c.duplicate_requests,
+        "icrc_errors": c.icrc_errors, "malformed_drops": c.malformed_drops,
+        "unknown_qp_drops": c.unknown_qp_drops,
+    })
 }
 
 /// Posts receive `wr_id` into slot `first_slot + wr_id % slots` of `mr`,

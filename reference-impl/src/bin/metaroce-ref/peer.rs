@@ -29,7 +29,8 @@
 //! counters.
 
 use crate::endpoint::{
-    Connection, DeviceOptions, connect_rc, create_rc_qp, e, open_device, post_recv_slot,
+    Connection, DeviceOptions, connect_rc, create_rc_qp, device_summary, e, linger, open_device,
+    post_recv_slot,
 };
 use clap::{Args, ValueEnum};
 use core::net::Ipv4Addr;
@@ -177,11 +178,7 @@ fn kind(i: u32, messages: u32) -> Kind {
 }
 
 fn mix(x: u64) -> u64 {
-    // splitmix64 finaliser
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    metaroce_agent::rng::SplitMix64::mix(x)
 }
 
 /// Size of the data of message `i` (for a READ: of the write it reads back).
@@ -340,7 +337,6 @@ fn run(args: &PeerArgs, summary: &mut Value) -> Result<(), String> {
         Role::Server => server(args, &mut setup, deadline),
     };
     let s = setup.driver.stats();
-    let c = setup.driver.device().counters();
     summary["driver"] = json!({
         "frames_in": s.frames_in, "frames_out": s.frames_out,
         "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
@@ -348,15 +344,7 @@ fn run(args: &PeerArgs, summary: &mut Value) -> Result<(), String> {
         "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
         "last_error": setup.driver.last_error(),
     });
-    summary["device"] = json!({
-        "frames_received": c.frames_received, "frames_sent": c.frames_sent,
-        "retransmitted_packets": c.retransmitted_packets,
-        "local_ack_timeouts": c.local_ack_timeouts,
-        "seq_naks_sent": c.seq_naks_sent, "rnr_naks_sent": c.rnr_naks_sent,
-        "duplicate_requests": c.duplicate_requests,
-        "icrc_errors": c.icrc_errors, "malformed_drops": c.malformed_drops,
-        "unknown_qp_drops": c.unknown_qp_drops,
-    });
+    summary["device"] = device_summary(setup.driver.device());
     outcome
 }
 
@@ -665,20 +653,11 @@ fn server(args: &PeerArgs, s: &mut Setup, deadline: Instant) -> Result<(), Strin
         }
     }
     // Linger until quiet, so a lost ACK of the final SEND can be repeated.
-    let linger = Duration::from_millis(args.linger_ms);
-    let mut seen = s.driver.device().counters().frames_received;
-    let mut since = Instant::now();
-    s.driver
-        .run_until(deadline, |dev| {
-            let now_seen = dev.counters().frames_received;
-            if now_seen != seen {
-                seen = now_seen;
-                since = Instant::now();
-            }
-            since.elapsed() >= linger
-        })
-        .map_err(|e| e.to_string())?;
-    Ok(())
+    linger(
+        &mut s.driver,
+        deadline,
+        Duration::from_millis(args.linger_ms),
+    )
 }
 
 #[cfg(test)]

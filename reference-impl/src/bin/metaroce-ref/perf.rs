@@ -30,7 +30,7 @@
 //! the time limit; 2 on bad arguments.
 
 use crate::endpoint::{
-    Connection, DeviceOptions, connect_rc, create_rc_qp, e, open_device, post_recv_slot,
+    Connection, DeviceOptions, connect_rc, create_rc_qp, e, linger, open_device, post_recv_slot,
 };
 use crate::peer::{Role, parse_mac, parse_seed, write_info};
 use clap::{Args, ValueEnum};
@@ -749,20 +749,11 @@ fn server(
         return Err("time limit: the final SEND was not seen".into());
     }
     // Linger until quiet, so a lost ACK of the final SEND can be repeated.
-    let linger = Duration::from_millis(args.linger_ms);
-    let mut seen = c.driver.device().counters().frames_received;
-    let mut since = Instant::now();
-    c.driver
-        .run_until(deadline, |dev| {
-            let now_seen = dev.counters().frames_received;
-            if now_seen != seen {
-                seen = now_seen;
-                since = Instant::now();
-            }
-            since.elapsed() >= linger
-        })
-        .map_err(|err| err.to_string())?;
-    Ok(())
+    linger(
+        &mut c.driver,
+        deadline,
+        Duration::from_millis(args.linger_ms),
+    )
 }
 
 // ---- Blast -------------------------------------------------------------

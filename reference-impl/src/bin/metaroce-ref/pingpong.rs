@@ -26,7 +26,8 @@
 //! Exit status 0 when every check passed, 1 otherwise.
 
 use crate::endpoint::{
-    Connection, DeviceOptions, connect_rc, create_rc_qp, e, open_device, post_recv_slot,
+    Connection, DeviceOptions, connect_rc, create_rc_qp, device_summary, e, linger, open_device,
+    post_recv_slot,
 };
 use crate::peer::{parse_mac, parse_seed};
 use clap::Args;
@@ -382,38 +383,16 @@ fn run(args: &PingpongArgs, summary: &mut Value) -> Result<(), String> {
             secs * 1e6 / f64::from(iters)
         );
         // Linger until quiet: the server's last SEND may need our ACK again.
-        let linger = Duration::from_millis(args.linger_ms);
-        let mut seen = driver.device().counters().frames_received;
-        let mut since = Instant::now();
         let end = (Instant::now() + Duration::from_secs(5)).min(deadline);
-        driver
-            .run_until(end, |dev| {
-                let now_seen = dev.counters().frames_received;
-                if now_seen != seen {
-                    seen = now_seen;
-                    since = Instant::now();
-                }
-                since.elapsed() >= linger
-            })
-            .map_err(|e| e.to_string())?;
-        Ok(())
+        linger(&mut driver, end, Duration::from_millis(args.linger_ms))
     };
     let s = driver.stats();
-    let c = driver.device().counters();
     summary["driver"] = json!({
         "frames_in": s.frames_in, "frames_out": s.frames_out,
         "frames_filtered": s.frames_filtered, "rx_oversize": s.rx_oversize,
         "rx_errors": s.rx_errors, "tx_errors": s.tx_errors,
     });
-    summary["device"] = json!({
-        "frames_received": c.frames_received, "frames_sent": c.frames_sent,
-        "retransmitted_packets": c.retransmitted_packets,
-        "local_ack_timeouts": c.local_ack_timeouts,
-        "seq_naks_sent": c.seq_naks_sent, "rnr_naks_sent": c.rnr_naks_sent,
-        "duplicate_requests": c.duplicate_requests,
-        "icrc_errors": c.icrc_errors, "malformed_drops": c.malformed_drops,
-        "unknown_qp_drops": c.unknown_qp_drops,
-    });
+    summary["device"] = device_summary(driver.device());
     outcome_result
 }
 

@@ -168,11 +168,7 @@ impl MpRequester {
             }
             _ => {
                 // MR-MPP-16.
-                let status = match syn {
-                    0x61 => WcStatus::RemInvReqErr,
-                    0x62 => WcStatus::RemAccessErr,
-                    _ => WcStatus::RemOpErr,
-                };
+                let status = WcStatus::for_nak_code(syn & 0x1F);
                 self.fail_at(cfg, env, base, status);
             }
         }

@@ -17,7 +17,7 @@ use super::flight::{TxOrder, UnitMap};
 use super::loss::{LossRule, ReorderWatch, Unit, UnitState};
 use super::probe::Probes;
 use super::rtt::RttEstimator;
-use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
+use crate::cq::{WcStatus, WorkCompletion};
 use crate::error::VerbsError;
 use crate::qp_config::{Env, QpConfig};
 use crate::wr::{SendWr, WrOp};
@@ -68,31 +68,8 @@ impl MpWqe {
         }
     }
 
-    fn wc_opcode(&self) -> WcOpcode {
-        match self.wr.op {
-            WrOp::Send | WrOp::SendImm(_) | WrOp::SendInv(_) => WcOpcode::Send,
-            WrOp::Write(_) | WrOp::WriteImm(..) => WcOpcode::RdmaWrite,
-            WrOp::Read(_) => WcOpcode::RdmaRead,
-            WrOp::CompareSwap { .. } => WcOpcode::CompareSwap,
-            WrOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-        }
-    }
-
     pub(crate) fn completion(&self, status: WcStatus) -> WorkCompletion {
-        WorkCompletion {
-            wr_id: self.wr.wr_id,
-            status,
-            opcode: self.wc_opcode(),
-            qpn: 0,
-            byte_len: if status == WcStatus::Success {
-                self.len as u32
-            } else {
-                0
-            },
-            imm: None,
-            invalidated_rkey: None,
-            src_qp: None,
-        }
+        self.wr.completion(self.len, status)
     }
 }
 

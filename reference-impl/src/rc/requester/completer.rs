@@ -62,11 +62,7 @@ impl Requester {
                     }
                     // MR-NAK-6.
                     let _ = self.ack_through(cfg, env, psn.sub(1));
-                    let status = match code {
-                        1 => WcStatus::RemInvReqErr,
-                        2 => WcStatus::RemAccessErr,
-                        _ => WcStatus::RemOpErr,
-                    };
+                    let status = WcStatus::for_nak_code(code);
                     if !env.enter_err {
                         self.fail_at(cfg, env, Some(psn), status);
                     }

@@ -10,10 +10,10 @@ mod completer;
 mod packetize;
 mod retry;
 
-use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
+use crate::cq::{WcStatus, WorkCompletion};
 use crate::error::VerbsError;
 use crate::qp_config::{Env, QpConfig};
-use crate::wr::{SendWr, WrOp};
+use crate::wr::SendWr;
 use metaroce_codec::Psn;
 use std::collections::VecDeque;
 
@@ -50,31 +50,8 @@ impl SendWqe {
         !self.wr.op.is_rd_atomic()
     }
 
-    fn wc_opcode(&self) -> WcOpcode {
-        match self.wr.op {
-            WrOp::Send | WrOp::SendImm(_) | WrOp::SendInv(_) => WcOpcode::Send,
-            WrOp::Write(_) | WrOp::WriteImm(..) => WcOpcode::RdmaWrite,
-            WrOp::Read(_) => WcOpcode::RdmaRead,
-            WrOp::CompareSwap { .. } => WcOpcode::CompareSwap,
-            WrOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-        }
-    }
-
     pub(crate) fn completion(&self, status: WcStatus) -> WorkCompletion {
-        WorkCompletion {
-            wr_id: self.wr.wr_id,
-            status,
-            opcode: self.wc_opcode(),
-            qpn: 0,
-            byte_len: if status == WcStatus::Success {
-                self.len as u32
-            } else {
-                0
-            },
-            imm: None,
-            invalidated_rkey: None,
-            src_qp: None,
-        }
+        self.wr.completion(self.len, status)
     }
 }
 

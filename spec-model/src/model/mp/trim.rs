@@ -6,7 +6,7 @@ use metaroce_codec::{BthRepr, Dialect, Opcode, RocePacket};
 
 /// The MP data opcodes a switch may trim: 0xC0–0xC3, 0xC5, 0xCB.
 pub fn is_data_opcode(op: Opcode) -> bool {
-    matches!(op.0, 0xC0..=0xC3 | 0xC5 | 0xCB)
+    op.is_mp_data()
 }
 
 /// Whether a packet is trimmed by the three facts of §7.10 (MR-MPT-1): the

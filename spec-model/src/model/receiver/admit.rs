@@ -355,7 +355,7 @@ fn roce<'a>(
     if let Some(v) = row(rows::reserved_opcode(op)) {
         return v; // row 13 (and reserved UC opcodes)
     }
-    if qp.mp.is_some() && (0xCC..=0xDF).contains(&op.0) {
+    if qp.mp.is_some() && op.is_mp_reserved() {
         return drop(&["MR-MPH-8"], MALFORMED); // row 14
     }
     if base_op.feature_absent(&qp.features) || (qp.mp.is_some() && mp_feature_absent(op, qp)) {

@@ -56,7 +56,7 @@ impl RequesterState {
         if bth.opcode.layout(metaroce_codec::Dialect::Base).is_none() {
             return Err(drop(&["MR-OPC-2"], Some("malformed_drops")));
         }
-        if !(Opcode::RC_READ_RESPONSE_FIRST.0..=Opcode::RC_ATOMIC_ACK.0).contains(&bth.opcode.0) {
+        if !bth.opcode.is_rc_response() {
             // A request: the responder's business, not the completer's.
             return Err(drop(&[], None));
         }

@@ -65,7 +65,7 @@ fn rc_op(operation: u8) -> Op {
         0x0A => write(Only, false),
         0x0B => write(Only, true),
         0x0C => Op::Read,
-        0x0D..=0x12 => Op::Response,
+        o if Opcode(o).is_rc_response() => Op::Response,
         0x13 => Op::CompareSwap,
         0x14 => Op::FetchAdd,
         0x16 => send(Last, false, true),

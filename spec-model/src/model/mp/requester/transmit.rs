@@ -25,7 +25,7 @@ impl MpRequester {
                 format!("source port {ev:#06x} is not in the entropy set"),
             ));
         }
-        if !(0xC0..=0xCB).contains(&op.0) || matches!(op.0, 0xC5 | 0xC8 | 0xC9) {
+        if !op.is_mp_request() {
             f.push(Finding::new(
                 "MR-MPN-3",
                 format!("requester sent opcode {:#04x}", op.0),

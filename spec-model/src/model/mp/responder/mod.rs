@@ -242,7 +242,7 @@ impl MpResponder {
         if self.error {
             return Outcomes::none().require(&["MR-MPP-15"], Effect::Drop { counter: None });
         }
-        if (0xCC..=0xDF).contains(&op.0) {
+        if op.is_mp_reserved() {
             self.counters.malformed_drops += 1;
             return Outcomes::none().require(
                 &["MR-MPH-8"],
@@ -251,7 +251,7 @@ impl MpResponder {
                 },
             );
         }
-        if !matches!(op.0, 0xC0..=0xC4 | 0xC6 | 0xC7 | 0xCA | 0xCB) {
+        if !op.is_mp_request() {
             // Responses and non-MP opcodes are not requests for this side.
             return Outcomes::none().require(&["MR-OPC-3"], Effect::Drop { counter: None });
         }

@@ -284,7 +284,7 @@ impl RequestStreamJudge {
     /// The responder sent `pkt` (a response) at `now_ns`.
     pub fn on_response(&mut self, pkt: &RocePacket<'_>, now_ns: Option<u64>) {
         let op = pkt.bth.opcode;
-        if !(Opcode::RC_READ_RESPONSE_FIRST.0..=Opcode::RC_ATOMIC_ACK.0).contains(&op.0) {
+        if !op.is_rc_response() {
             return;
         }
         let psn = pkt.bth.psn;
@@ -319,7 +319,7 @@ impl RequestStreamJudge {
             .then_some((e, s.opcode))
         });
         let own_response = match awaited {
-            Some((_, Opcode::RC_READ_REQUEST)) => matches!(op.0, 0x0D..=0x10),
+            Some((_, Opcode::RC_READ_REQUEST)) => op.is_rc_read_response(),
             Some(_) => op == Opcode::RC_ATOMIC_ACK,
             None => false,
         };
@@ -371,9 +371,7 @@ impl RequestStreamJudge {
 
     fn is_request(&self, op: Opcode) -> bool {
         match (self.config.qp_type, op.class()) {
-            (QpType::Rc, ServiceClass::Rc) => {
-                matches!(op.0, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17 | 0x1C | 0x1D)
-            }
+            (QpType::Rc, ServiceClass::Rc) => op.is_rc_request(),
             (QpType::Uc, ServiceClass::Uc) => op.operation() <= 0x0B,
             (QpType::Ud, _) => matches!(op, Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_IMM),
             _ => false,

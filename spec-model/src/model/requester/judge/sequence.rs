@@ -58,8 +58,8 @@ impl RequestStreamJudge {
         let name = bth.opcode;
         let len = pkt.payload.len() as u32;
         let uc = self.config.qp_type == QpType::Uc;
-        let is_send = matches!(op.0, 0x00..=0x05 | 0x16 | 0x17);
-        let is_write = matches!(op.0, 0x06..=0x0B);
+        let is_send = op.is_rc_send();
+        let is_write = op.is_rc_write();
         let pos = op
             .layout(Dialect::Base)
             .map_or(Position::Only, |l| l.position);
