@@ -40,10 +40,14 @@ impl<'a> RocePacket<'a> {
         Ok(packet)
     }
 
-    /// [`RocePacket::parse`] into `self`, in place (see
-    /// [`crate::Frame::parse_from`]). On an error only the error is
-    /// meaningful.
-    pub fn parse_from(&mut self, input: &'a [u8], dialect: Dialect) -> Result<(), WireError> {
+    /// BTH and the extension headers its opcode's layout names, into
+    /// `self`: what follows them, and where that starts in `input`.
+    #[inline]
+    fn parse_headers(
+        &mut self,
+        input: &'a [u8],
+        dialect: Dialect,
+    ) -> Result<(&'a [u8], usize), WireError> {
         let (bth, rest) = BthRepr::parse(input)?;
         self.bth = bth;
         let layout = bth.opcode.layout(dialect);
@@ -52,7 +56,14 @@ impl<'a> RocePacket<'a> {
             .ext
             .parse_from(headers, rest)
             .map_err(|e| e.shifted(BthRepr::LEN))?;
-        let body_start = input.len() - rest.len();
+        Ok((rest, input.len() - rest.len()))
+    }
+
+    /// [`RocePacket::parse`] into `self`, in place (see
+    /// [`crate::Frame::parse_from`]). On an error only the error is
+    /// meaningful.
+    pub fn parse_from(&mut self, input: &'a [u8], dialect: Dialect) -> Result<(), WireError> {
+        let (rest, body_start) = self.parse_headers(input, dialect)?;
         let Some(body_len) = rest.len().checked_sub(ICRC_LEN) else {
             return Err(WireError::truncated(
                 Layer::Icrc,
@@ -63,13 +74,13 @@ impl<'a> RocePacket<'a> {
             ));
         };
         let (body, icrc) = rest.split_at(body_len);
-        let pad_len = usize::from(bth.pad_count);
+        let pad_len = usize::from(self.bth.pad_count);
         let Some(payload_len) = body_len.checked_sub(pad_len) else {
             return Err(WireError::invalid(
                 Layer::Bth,
                 "pad_count",
                 crate::bth::field::FLAGS,
-                u64::from(bth.pad_count),
+                u64::from(self.bth.pad_count),
                 "pad count exceeds the bytes between the headers and the ICRC",
             ));
         };
@@ -99,15 +110,7 @@ impl<'a> RocePacket<'a> {
             self.parse_from(captured.get(..wire_len).unwrap_or(captured), dialect)?;
             return Ok(0);
         }
-        let (bth, rest) = BthRepr::parse(captured)?;
-        self.bth = bth;
-        let layout = bth.opcode.layout(dialect);
-        let headers = layout.map_or(&[][..], |l: &Layout| l.headers);
-        let rest = self
-            .ext
-            .parse_from(headers, rest)
-            .map_err(|e| e.shifted(BthRepr::LEN))?;
-        let body_start = captured.len() - rest.len();
+        let (rest, body_start) = self.parse_headers(captured, dialect)?;
         // The caller bounds `captured` by `wire_len`: the headers fit.
         let body_wire = wire_len.saturating_sub(body_start);
         let Some(body_len) = body_wire.checked_sub(ICRC_LEN) else {
@@ -119,13 +122,13 @@ impl<'a> RocePacket<'a> {
                 body_wire,
             ));
         };
-        let pad_len = usize::from(bth.pad_count);
+        let pad_len = usize::from(self.bth.pad_count);
         let Some(payload_len) = body_len.checked_sub(pad_len) else {
             return Err(WireError::invalid(
                 Layer::Bth,
                 "pad_count",
                 crate::bth::field::FLAGS,
-                u64::from(bth.pad_count),
+                u64::from(self.bth.pad_count),
                 "pad count exceeds the bytes between the headers and the ICRC",
             ));
         };
