@@ -327,13 +327,10 @@ mod tests {
 
     #[test]
     fn sources_own_and_section_default() {
-        // SPEC.md §1.2: every requirement of §3, §4, §5, §8 and §9 names its
-        // source, its own or its section's.
+        // SPEC.md §1.2 and §1.5: every requirement names its source, its
+        // own or its section's.
         for r in all() {
-            let in_scope = ["ENC", "BTH", "EXT", "OPC", "ICRC", "SEC", "ROB"].contains(&r.area);
-            if in_scope {
-                assert!(!r.source.is_empty(), "{} has no source", r.id);
-            }
+            assert!(!r.source.is_empty(), "{} has no source", r.id);
             assert!(!r.text.ends_with(']'), "{}: source left in the text", r.id);
         }
         assert_eq!(get("MR-BTH-5").map(|r| r.source), Some("IBA 10.9"));

@@ -99,6 +99,7 @@ fn show(args: &ShowArgs) -> u8 {
     println!();
     println!("{}", r.text);
     println!();
+    println!("Source: {}", r.source);
     println!("{}", spec_site::spec_url(r.id));
     exit::OK
 }
