@@ -479,6 +479,27 @@ fn icrc_not_recorded_is_a_note_and_a_real_icrc_error_is_caught() {
         notes.iter().any(|n| n.starts_with("ICRC not recorded")),
         "{notes:?}"
     );
+    // The same on one direction only (the requests, no peer answering):
+    // nothing shows a receiver took them, so each wrong ICRC is its
+    // sender's (a NIC computing every ICRC wrong), MR-ICRC-1, and no note.
+    let first_src = all_bad
+        .iter()
+        .find(|f| is_roce(&f.3))
+        .map(|f| f.3[26..30].to_vec());
+    let one_way: Vec<_> = all_bad
+        .iter()
+        .filter(|f| is_roce(&f.3) && Some(f.3[26..30].to_vec()) == first_src)
+        .cloned()
+        .collect();
+    let (found, notes) = checked(&one_way);
+    assert!(
+        found.iter().any(|r| r.finding.id == "MR-ICRC-1"),
+        "{found:#?}"
+    );
+    assert!(
+        notes.iter().all(|n| !n.starts_with("ICRC not recorded")),
+        "{notes:?}"
+    );
     // One wrong ICRC in a capture that records them, on B's last WRITE Last
     // (frame 52), which A never acknowledges (its ACK, frame 57, left out):
     // A dropped it, MR-ICRC-1 at it and nothing else.

@@ -91,6 +91,35 @@ struct IcrcEvidence {
     /// Frames with a wrong ICRC that their receiver evidently took, and the
     /// first of them.
     taken: (u64, u64),
+    /// Directions (source, destination address) that carried a frame with a
+    /// wrong ICRC, at most [`MAX_ICRC_DIRECTIONS`].
+    directions: HashSet<(u128, u128)>,
+    /// A frame with a wrong ICRC went the opposite way of an earlier one:
+    /// the peer answered traffic whose every captured ICRC is wrong, so its
+    /// receiver took those frames and the wire carried good ICRCs.
+    answered: bool,
+}
+
+/// Most directions remembered while looking for an answered exchange.
+const MAX_ICRC_DIRECTIONS: usize = 1024;
+
+impl IcrcEvidence {
+    /// Remembers the direction of a frame with a wrong ICRC; one going the
+    /// opposite way of an earlier one shows an answered exchange.
+    fn note_direction(&mut self, ip: Option<&IpRepr<'_>>) {
+        let Some(ip) = ip else { return };
+        let (s, d) = match ip {
+            IpRepr::V4(v4) => (u128::from(v4.src.to_bits()), u128::from(v4.dst.to_bits())),
+            IpRepr::V6(v6) => (v6.src.to_bits(), v6.dst.to_bits()),
+        };
+        // A host talking to itself (loopback) answers nobody.
+        if s != d && self.directions.contains(&(d, s)) {
+            self.answered = true;
+            self.directions.clear();
+        } else if self.directions.len() < MAX_ICRC_DIRECTIONS {
+            self.directions.insert((s, d));
+        }
+    }
 }
 
 /// Fewest RoCE frames, all with a wrong ICRC, that show a capture point
@@ -497,6 +526,9 @@ impl Checker {
                 }
                 icrc::IcrcStatus::Invalid { .. } => {
                     self.icrc.invalid += 1;
+                    if !self.icrc.valid_seen && !self.icrc.answered {
+                        self.icrc.note_direction(frame.ip.as_ref());
+                    }
                     if !self.icrc.valid_seen {
                         // Undecided: its receiver may have taken it.
                         admitted = inspection.admitted_if_icrc_good;
@@ -676,18 +708,19 @@ impl Checker {
         if self.icrc.valid_seen {
             let held = std::mem::take(&mut self.icrc.held);
             self.release(held, &mut out);
-        } else if self.icrc.invalid < MIN_ICRC_EVIDENCE {
-            // Too few frames to say anything of the capture point: each
-            // wrong ICRC is its sender's.
+        } else if self.icrc.invalid < MIN_ICRC_EVIDENCE || !self.icrc.answered {
+            // Too few frames to say anything of the capture point, or no
+            // peer answered them (a sender computing every ICRC wrong on a
+            // link nobody answers): each wrong ICRC is its sender's.
             let held = std::mem::take(&mut self.icrc.held);
             self.release(held, &mut out);
         } else {
-            // No RoCE frame has a valid ICRC: the capture point does not
-            // record them (a sender computing every ICRC wrong would not be
-            // understood by any receiver, and the traffic shows it was).
+            // No RoCE frame has a valid ICRC, yet the peers answered each
+            // other: their receivers took the frames, so the wire carried
+            // good ICRCs and the capture point does not record them.
             self.icrc.held.clear();
             self.summary.notes.push(format!(
-                "ICRC not recorded by the capture point: none of the {} RoCE frames has a valid ICRC; ICRCs are not judged",
+                "ICRC not recorded by the capture point: none of the {} RoCE frames has a valid ICRC, yet the peers answered each other; ICRCs are not judged",
                 self.icrc.invalid
             ));
         }
