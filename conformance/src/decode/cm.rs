@@ -67,67 +67,32 @@ pub fn cm_text(roce: &RocePacket<'_>, out: &mut String) {
             }
         }
         CmMessage::Rep(r) => {
-            s.line(
-                "Local Communication ID",
-                format_args!("0x{:08x}", r.local_comm_id),
-            )
-            .line(
-                "Remote Communication ID",
-                format_args!("0x{:08x}", r.remote_comm_id),
-            )
-            .line("Local QPN", format_args!("0x{:06x}", r.local_qpn))
-            .line("Starting PSN", r.starting_psn)
-            .line("Responder Resources", r.responder_resources)
-            .line("Initiator Depth", r.initiator_depth)
-            .line("Target ACK Delay", r.target_ack_delay)
-            .line("End-to-End Flow Control", r.end_to_end_flow_control)
-            .line("RNR Retry Count", r.rnr_retry_count)
-            .line("SRQ", r.srq);
+            s.comm_ids(r.local_comm_id, r.remote_comm_id)
+                .line("Local QPN", format_args!("0x{:06x}", r.local_qpn))
+                .line("Starting PSN", r.starting_psn)
+                .line("Responder Resources", r.responder_resources)
+                .line("Initiator Depth", r.initiator_depth)
+                .line("Target ACK Delay", r.target_ack_delay)
+                .line("End-to-End Flow Control", r.end_to_end_flow_control)
+                .line("RNR Retry Count", r.rnr_retry_count)
+                .line("SRQ", r.srq);
         }
         CmMessage::Rej(r) => {
-            s.line(
-                "Local Communication ID",
-                format_args!("0x{:08x}", r.local_comm_id),
-            )
-            .line(
-                "Remote Communication ID",
-                format_args!("0x{:08x}", r.remote_comm_id),
-            )
-            .line("Message REJected", r.message_rejected)
-            .line("Reason", r.reason);
+            s.comm_ids(r.local_comm_id, r.remote_comm_id)
+                .line("Message REJected", r.message_rejected)
+                .line("Reason", r.reason);
         }
         CmMessage::Mra(r) => {
-            s.line(
-                "Local Communication ID",
-                format_args!("0x{:08x}", r.local_comm_id),
-            )
-            .line(
-                "Remote Communication ID",
-                format_args!("0x{:08x}", r.remote_comm_id),
-            )
-            .line("Message MRAed", r.message_mraed)
-            .line("Service Timeout", r.service_timeout);
+            s.comm_ids(r.local_comm_id, r.remote_comm_id)
+                .line("Message MRAed", r.message_mraed)
+                .line("Service Timeout", r.service_timeout);
         }
         CmMessage::Dreq(r) => {
-            s.line(
-                "Local Communication ID",
-                format_args!("0x{:08x}", r.local_comm_id),
-            )
-            .line(
-                "Remote Communication ID",
-                format_args!("0x{:08x}", r.remote_comm_id),
-            )
-            .line("Remote QPN", format_args!("0x{:06x}", r.remote_qpn));
+            s.comm_ids(r.local_comm_id, r.remote_comm_id)
+                .line("Remote QPN", format_args!("0x{:06x}", r.remote_qpn));
         }
         CmMessage::Rtu(r) | CmMessage::Drep(r) => {
-            s.line(
-                "Local Communication ID",
-                format_args!("0x{:08x}", r.local_comm_id),
-            )
-            .line(
-                "Remote Communication ID",
-                format_args!("0x{:08x}", r.remote_comm_id),
-            );
+            s.comm_ids(r.local_comm_id, r.remote_comm_id);
         }
         CmMessage::Other => {
             s.line("Message", "not decoded");
@@ -198,5 +163,13 @@ pub(crate) fn gid_text(gid: &[u8; 16]) -> String {
     match v6.to_ipv4_mapped() {
         Some(v4) => v4.to_string(),
         None => v6.to_string(),
+    }
+}
+
+impl Section<'_> {
+    /// The two communication IDs every CM message after the REQ carries.
+    fn comm_ids(&mut self, local: u32, remote: u32) -> &mut Self {
+        self.line("Local Communication ID", format_args!("0x{local:08x}"))
+            .line("Remote Communication ID", format_args!("0x{remote:08x}"))
     }
 }
