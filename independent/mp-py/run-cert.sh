@@ -16,7 +16,7 @@ bin_of() {
 }
 PY=${PY:-${METAROCE_PYTHON:-$REPO/.venv/bin/python}}
 METAROCE=$(bin_of metaroce) || exit 2
-METAROCE_REF=$(bin_of metaroce-ref) || exit 2
+METAROCE_REF=$(bin_of metaroce-ref 2>/dev/null)
 TMO=${TMO:-900}
 ID=$$
 NH=mph$ID; NI=mpi$ID

@@ -526,6 +526,9 @@ class Agent:
             qp.last_sent_none = True
             qp.retry_left = v["retry_cnt"]
             qp.rnr_left = v["rnr_retry"]
+            if not qp.mp:
+                from .base_req import req_init
+                req_init(qp, v["sq_psn"])
         qp.state = st
         return {"qpn": qp.qpn, "state": qp.state}
 
@@ -618,8 +621,8 @@ class Agent:
             self.dev.complete(qp.send_cq, wr_id=wr_id, status=5, opcode=wc, qpn=qp.qpn)
             return {}
         if not qp.mp:
-            # Base transport is not implemented by this clean-room MP endpoint
-            self.dev.complete(qp.send_cq, wr_id=wr_id, status=2, opcode=wc, qpn=qp.qpn)
+            from .base_req import post
+            post(self.dev, now, qp, SWR(d))
             return {}
         self.dev.post_send(now, qp, d)
         return {}

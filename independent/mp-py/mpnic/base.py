@@ -1,6 +1,7 @@
 """A minimal Base RC responder (SPEC §6) so the harness can calibrate and the
 Base QP of an MP device answers in-order WRITE/SEND/READ/atomics.  Not the
-object of this exercise: no Base requester, no duplicate READ replay."""
+object of this exercise: its requester is base_req.py."""
+import collections
 import struct
 from . import wire as W
 from .wire import M24, pdiff
@@ -20,6 +21,7 @@ def base_init(qp):
     qp.b_msn = 0
     qp.b_nak = False
     qp.b_cur = None   # ("send"|"write", state)
+    qp.b_res = collections.deque(maxlen=max(16, qp.attrs.get("max_dest_rd_atomic", 16)))  # §6.9
 
 
 def base_ack(dev, qp, syn=0x1F, psn=None):
@@ -31,6 +33,53 @@ def base_ack(dev, qp, syn=0x1F, psn=None):
 def base_error(dev, qp, psn, syn):
     dev.send_pkt(qp, 0x11, psn, struct.pack("!I", (syn << 24) | qp.b_msn))
     dev.qp_to_err(qp)
+
+
+def read_responses(dev, qp, mr, va, L, psn, msn):
+    """MR-READ-2: responses for [va, va+L) numbered from psn."""
+    P = qp.pmtu
+    n = max(1, -(-L // P))
+    aeth = struct.pack("!I", (0x1F << 24) | msn)
+    for i in range(n):
+        data = mr.read(va + i * P, min(P, L - i * P)) if L else b""
+        if n == 1:
+            op, ext = 0x10, aeth
+        elif i == 0:
+            op, ext = 0x0D, aeth
+        elif i == n - 1:
+            op, ext = 0x0F, aeth
+        else:
+            op, ext = 0x0E, b""
+        dev.send_pkt(qp, op, (psn + i) & M24, ext, data)
+
+
+def base_duplicate_rdma(dev, qp, ipb, opcode, psn):
+    """A duplicate READ or atomic: replay from the kept slot (MR-DUP-4, MR-DUP-5), else drop
+    (MR-DUP-6)."""
+    P = qp.pmtu
+    if opcode == 0x0C:
+        va, rkey, dlen = struct.unpack_from("!QII", ipb, 40)
+        for r in reversed(qp.b_res):
+            if r[0] != "read":
+                continue
+            _, f, v, rk, L = r
+            k = pdiff(psn, f)
+            n = max(1, -(-L // P))
+            if k >= n:
+                continue
+            # a re-request: same key, VA advanced by k PMTUs, the rest of the length
+            if rk != rkey or va != v + k * P or dlen != L - k * P:
+                return   # a duplicate that is not a re-request: drop (allowed, MR-DUP-6)
+            mr = dev.mr_by_rkey(rkey, qp.pd) if dlen else None
+            if dlen and (mr is None or "remote_read" not in mr.access or not mr.contains(va, dlen)):
+                return   # the key no longer grants the range: drop (MR-DUP-4, hfi1's choice)
+            read_responses(dev, qp, mr, va, dlen, psn, qp.b_msn)
+            return
+        return
+    for r in reversed(qp.b_res):
+        if r[0] == "atomic" and r[1] == psn and r[2] == opcode:
+            dev.send_pkt(qp, 0x12, psn, struct.pack("!IQ", (0x1F << 24) | qp.b_msn, r[3]))
+            return
 
 
 def base_request(dev, now, qp, ipb, opcode, b1, w3):
@@ -69,7 +118,9 @@ def base_request(dev, now, qp, ipb, opcode, b1, w3):
                 base_ack(dev, qp, 0x60, qp.b_epsn)
         else:
             c["duplicate_requests"] += 1
-            if ackreq:
+            if opcode in (0x0C, 0x13, 0x14):
+                base_duplicate_rdma(dev, qp, ipb, opcode, psn)
+            elif ackreq:
                 base_ack(dev, qp)
         return
     qp.b_nak = False
@@ -172,18 +223,8 @@ def base_request(dev, now, qp, ipb, opcode, b1, w3):
                 return base_error(dev, qp, psn, 0x62)
         n = max(1, -(-L // P))
         qp.b_msn = (qp.b_msn + 1) & M24
-        aeth = struct.pack("!I", (0x1F << 24) | qp.b_msn)
-        for i in range(n):
-            data = mr.read(f["va"] + i * P, min(P, L - i * P)) if L else b""
-            if n == 1:
-                op, ext = 0x10, aeth
-            elif i == 0:
-                op, ext = 0x0D, aeth
-            elif i == n - 1:
-                op, ext = 0x0F, aeth
-            else:
-                op, ext = 0x0E, b""
-            dev.send_pkt(qp, op, (psn + i) & M24, ext, data)
+        read_responses(dev, qp, mr if L else None, f["va"], L, psn, qp.b_msn)
+        qp.b_res.append(("read", psn, f["va"], f["rkey"], L))
         qp.b_epsn = (psn + n) & M24
         return
     else:  # atomics
@@ -198,6 +239,7 @@ def base_request(dev, now, qp, ipb, opcode, b1, w3):
         new = (f["sa"] if old == f["cmp"] else old) if opcode == 0x13 else (old + f["sa"]) & (2**64 - 1)
         mr.write(f["va"], struct.pack("<Q", new))
         qp.b_msn = (qp.b_msn + 1) & M24
+        qp.b_res.append(("atomic", psn, opcode, old))
         dev.send_pkt(qp, 0x12, psn, struct.pack("!IQ", (0x1F << 24) | qp.b_msn, old))
         qp.b_epsn = (psn + 1) & M24
         return

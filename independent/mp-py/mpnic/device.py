@@ -11,6 +11,7 @@ import struct
 import threading
 
 from . import wire as W
+from . import base_req
 from .wire import M24, pdiff, later
 
 # completion status values (§6.13)
@@ -475,7 +476,9 @@ class Device:
             if opcode < 0x20 and (pkey & 0x7FFF) != (qp.attrs.get("p_key", 0xFFFF) & 0x7FFF):
                 c["pkey_violations"] += 1
                 return
-            if opcode < 0x20 and not trunc_ok:
+            if opcode in base_req.RESP_OPS and not trunc_ok:
+                base_req.on_response(self, now, qp, ipb, opcode, b1, w3)
+            elif opcode < 0x20 and not trunc_ok:
                 from .base import base_request
                 base_request(self, now, qp, ipb, opcode, b1, w3)
             else:
@@ -1557,6 +1560,7 @@ class Device:
     def tick(self, now):
         for qp in list(self.qps.values()):
             if not qp.mp:
+                base_req.tick(self, now, qp)
                 continue
             if qp.state in ("rtr", "rts"):
                 self.rsp_tick(now, qp)
