@@ -3,6 +3,7 @@
 # veth (TCP to the agent), runs mpnic in the IUT namespace and `metaroce run`
 # in the harness namespace, then tears everything down.
 # usage: run-cert.sh [-k FILTER]... [extra metaroce run args]
+# IUT=ref runs metaroce-ref serve instead of mpnic (a baseline on the same bed)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -38,11 +39,18 @@ ip -n $NH link set dh$ID mtu 9000 up; ip -n $NI link set di$ID mtu 9000 up
 ip -n $NH addr add 192.168.250.1/30 dev ch$ID; ip -n $NH link set ch$ID up
 ip -n $NI addr add 192.168.250.2/30 dev ci$ID; ip -n $NI link set ci$ID up
 for ns in $NH $NI; do ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1; done
-ip netns exec $NI env PYTHONPATH=$HERE $PY -m mpnic serve --iface di$ID --ip 10.0.0.2 \
-   --listen 192.168.250.2:7471 >"$OUT/agent.log" 2>&1 &
+if [ "${IUT:-mpnic}" = ref ]; then
+  # baseline: the reference transport on the same test bed (IUT=ref)
+  [ -n "$METAROCE_REF" ] || { echo "IUT=ref needs metaroce-ref" >&2; exit 2; }
+  ip netns exec $NI $METAROCE_REF serve --iface di$ID --ip 10.0.0.2 \
+     --listen 192.168.250.2:7471 >"$OUT/agent.log" 2>&1 &
+else
+  ip netns exec $NI env PYTHONPATH=$HERE $PY -m mpnic serve --iface di$ID --ip 10.0.0.2 \
+     --listen 192.168.250.2:7471 >"$OUT/agent.log" 2>&1 &
+fi
 APID=$!
 if [ -n "${CAP:-}" ]; then
-  ip netns exec $NI tshark -q -i di$ID -w "$OUT/iut.pcap" >/dev/null 2>&1 & CPID=$!
+  ip netns exec $NI tshark -q -i di$ID -i ci$ID -w "$OUT/iut.pcap" >/dev/null 2>&1 & CPID=$!
   sleep 1
 fi
 for i in $(seq 50); do ip netns exec $NH bash -c "exec 3<>/dev/tcp/192.168.250.2/7471" 2>/dev/null && break; sleep 0.1; done

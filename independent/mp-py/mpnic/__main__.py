@@ -57,8 +57,13 @@ def dataplane(dev: Device, iface, stop):
         if dev.txq:
             wake()
     dev.drain = drain
+    # a timeout that ends at the next timer deadline (a fixed 0.5 ms poll made every
+    # timer up to 0.5 ms late); select() because epoll/poll round timeouts up to 1 ms;
+    # 20 µs is subtracted for the wake-up latency
+    deadline = time.monotonic_ns()
     while not stop.is_set():
-        r, _, _ = select.select([s, rp], [], [], 0.0005)
+        wait = (deadline - time.monotonic_ns() - 20_000) / 1e9
+        r, _, _ = select.select([s, rp], [], [], max(0.0, wait))
         if rp in r:
             try:
                 os.read(rp, 4096)
@@ -85,6 +90,7 @@ def dataplane(dev: Device, iface, stop):
                 import traceback
                 traceback.print_exc()
             tx, dev.txq = dev.txq, []
+            deadline = dev.next_deadline(time.monotonic_ns())
         # frames queued by agent threads are sent here; the timestamps they carry
         # were taken when queued (a few µs earlier once woken)
         for fr in tx:

@@ -438,3 +438,15 @@ def tick(dev, now, qp):
             pump(dev, now, qp)
         return
     pump(dev, now, qp)
+
+
+def deadline(qp, d):
+    """The earliest time tick() has something to do (bounded by d)."""
+    if qp.state != "rts" or not hasattr(qp, "bq_next"):
+        return d
+    if qp.bq_rnr_until:
+        return min(d, qp.bq_rnr_until)
+    T = _timeout_ns(qp)
+    if T is not None and qp.bq_tmr is not None:
+        d = min(d, qp.bq_tmr + T)
+    return d

@@ -1557,6 +1557,40 @@ class Device:
                 st["next"] = now + st["wait"]
         self.req_pump(now, qp)
 
+    def next_deadline(self, now, idle=2 * MS):
+        """The earliest time a timer of some QP may fire (at most now + idle), so that
+        the data plane sleeps exactly until then instead of polling on a fixed period."""
+        d = now + idle
+        for qp in self.qps.values():
+            if qp.state not in ("rtr", "rts"):
+                continue
+            if not qp.mp:
+                d = min(d, base_req.deadline(qp, d))
+                continue
+            if qp.uncovered and qp.uncovered_since is not None:
+                d = min(d, qp.uncovered_since)
+            if qp.state != "rts":
+                continue
+            if qp.rnr_hold_until > now:
+                d = min(d, qp.rnr_hold_until)
+            if qp.unit_list:
+                rto = qp.rto()
+                for u in qp.unit_list:
+                    if u.txcount and not u.acked and not u.lost and not u.hold and \
+                            (not u.sacked or u.wr.kind == "atomic"):
+                        d = min(d, u.tx_ns + rto)
+                    if u.hold:
+                        d = min(d, u.wr.rnr_until)
+                    if u.wr.kind == "read" and u.txcount:
+                        d = min(d, max(getattr(u.wr, "rd_req_ns", 0),
+                                       getattr(u.wr, "rd_last_arrival", 0)) + rto)
+            for st in qp.retired.values():
+                d = min(d, st["next"])
+            for t in qp.skipped.values():
+                if t > now:
+                    d = min(d, t)
+        return max(d, now + 30 * US)   # a timer already due that tick() keeps: no busy loop
+
     def tick(self, now):
         for qp in list(self.qps.values()):
             if not qp.mp:
