@@ -1,6 +1,9 @@
 """python -m mpnic serve --iface IF --ip A.B.C.D [--mac MAC] [--listen HOST:PORT]"""
 import argparse
 import fcntl
+import os
+import random
+import signal
 import select
 import socket
 import struct
@@ -51,12 +54,43 @@ def dataplane(dev: Device, iface, stop):
                 fr, addr = s.recvfrom(65536)
             except BlockingIOError:
                 break
-            if addr[2] == PACKET_OUTGOING:
+            if addr[2] == PACKET_OUTGOING or dropped("rx"):
                 continue
             dev.handle_frame(now, fr)
         if dev.txq:
             wake()
     dev.drain = drain
+
+    def flush():
+        """Send the queued frames (lock held). A request packet's RTO clock restarts
+        when it is handed to the link (MR-MPH-5's "transmit time", AMBIGUITIES #20)."""
+        tx, units = dev.txq, dev.txq_units
+        dev.txq, dev.txq_units = [], []
+        for fr, u in zip(tx, units):
+            if dropped("tx"):
+                continue
+            try:
+                s.send(fr)
+            except OSError as e:
+                print("send:", e, file=sys.stderr)
+            if u is not None:
+                t = time.monotonic_ns()
+                if t > u.tx_ns:
+                    u.tx_ns = t
+    # Impairment for interop tests on kernels without netem (run-interop.sh --loss):
+    # MPNIC_LOSS_PCT drops that share of the frames received and of the frames sent,
+    # at random (seed MPNIC_LOSS_SEED), as a lossy link would on either direction.
+    loss = float(os.environ.get("MPNIC_LOSS_PCT", "0") or 0) / 100.0
+    lrng = random.Random(int(os.environ.get("MPNIC_LOSS_SEED", "1")))
+    lost = {"rx": 0, "tx": 0, "rx_total": 0, "tx_total": 0}
+    dev.impairment = lost
+
+    def dropped(d):
+        lost[d + "_total"] += 1
+        if loss and lrng.random() < loss:
+            lost[d] += 1
+            return True
+        return False
     # a timeout that ends at the next timer deadline (a fixed 0.5 ms poll made every
     # timer up to 0.5 ms late); select() because epoll/poll round timeouts up to 1 ms;
     # 20 µs is subtracted for the wake-up latency
@@ -69,15 +103,21 @@ def dataplane(dev: Device, iface, stop):
                 os.read(rp, 4096)
             except BlockingIOError:
                 pass
-        now = time.monotonic_ns()
         with dev.lock:
-            if s in r:
-                for _ in range(256):
+            # frames queued while this thread was not running (agent threads, or a
+            # descheduled data plane) leave first, before any timer is looked at:
+            # otherwise an RTO could fire for a packet that never reached the link
+            flush()
+            now = time.monotonic_ns()
+            # read the socket whether or not select() reported it: frames that came in
+            # after select() returned are processed before any timer is looked at
+            if True:
+                for _ in range(1024):
                     try:
                         fr, addr = s.recvfrom(65536)
                     except BlockingIOError:
                         break
-                    if addr[2] == PACKET_OUTGOING:
+                    if addr[2] == PACKET_OUTGOING or dropped("rx"):
                         continue
                     try:
                         dev.handle_frame(now, fr)
@@ -89,15 +129,8 @@ def dataplane(dev: Device, iface, stop):
             except Exception:
                 import traceback
                 traceback.print_exc()
-            tx, dev.txq = dev.txq, []
+            flush()
             deadline = dev.next_deadline(time.monotonic_ns())
-        # frames queued by agent threads are sent here; the timestamps they carry
-        # were taken when queued (a few µs earlier once woken)
-        for fr in tx:
-            try:
-                s.send(fr)
-            except OSError as e:
-                print("send:", e, file=sys.stderr)
 
 
 def main():
@@ -115,6 +148,13 @@ def main():
     stop = threading.Event()
     t = threading.Thread(target=dataplane, args=(dev, a.iface, stop), daemon=True)
     t.start()
+    def on_term(*_):
+        imp = getattr(dev, "impairment", None)
+        if imp and os.environ.get("MPNIC_LOSS_PCT"):
+            print("impairment: dropped %(rx)d of %(rx_total)d frames received, %(tx)d of "
+                  "%(tx_total)d frames sent" % imp, file=sys.stderr, flush=True)
+        os._exit(0)
+    signal.signal(signal.SIGTERM, on_term)
     host, port = a.listen.rsplit(":", 1)
     print(f"mpnic serving on {a.listen}, iface {a.iface}", file=sys.stderr, flush=True)
     serve(Agent(dev), host, int(port))

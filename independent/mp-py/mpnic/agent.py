@@ -194,7 +194,7 @@ class Agent:
                 res = self.op_poll_cq(args)
             else:
                 with self.dev.lock:
-                    if op in ("read_mr", "read_canary", "query_qp", "counters") and self.dev.drain:
+                    if op in ("read_mr", "read_canary", "query_qp", "counters", "post_send") and self.dev.drain:
                         try:
                             self.dev.drain()
                         except Exception:

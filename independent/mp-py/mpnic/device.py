@@ -231,6 +231,7 @@ class Device:
         self.cond = threading.Condition(self.lock)
         self.mac, self.ip = mac, ip
         self.txq = []
+        self.txq_units = []   # per queued frame: the TxUnit it carries (RTO clock), or None
         self.wake = None   # callable: wake the data plane (set by the driver)
         self.drain = None  # callable: process frames already received (set by the driver)
         self.profile_trimming = False
@@ -358,6 +359,7 @@ class Device:
         if not self.txq and self.wake is not None:
             self.wake()
         self.txq.append(fr)
+        self.txq_units.append(None)
 
     def pick_ev(self, qp, now, avoid=None):
         """Entropy by rounds (§7.4)."""
@@ -1135,6 +1137,8 @@ class Device:
                 self.counters["mp_retx_timeout"] += 1
             elif why == "trim":
                 self.counters["mp_retx_trim"] += 1
+        if self.txq_units:
+            self.txq_units[-1] = u
         u.lost = False
         u.lost_why = None
         u.hold = False
