@@ -656,8 +656,7 @@ class Device:
             m = self.kept_atomic(qp, p)
             if m is not None and m.executed:
                 self.sack_ack(qp, 0x1F, p, base=m.req_psn, opcode=W.ATOMIC_ACK, aack=m.orig)
-            else:
-                self.sack_ack(qp, 0x1F, p)
+            self.sack_ack(qp, 0x1F, p)   # MR-MPA-1: a duplicate is answered by an MP ACK
             return
         # ---- MR-MPP-3 consistency checks (NAK 0x61)
         plen = len(p.payload)
@@ -780,8 +779,9 @@ class Device:
         if qp.state == "err":
             return
         if p.ackreq or opens or fills or p.ce or qp.uncovered >= Cfg.coalesce_count:
-            if not sent_aack:
-                self.sack_ack(qp, 0x1F, p)
+            # MR-MPP-13 (SPEC v1.1): an Atomic Acknowledge sent at once does not replace
+            # the MP ACK owed for the request's arrival (AMBIGUITIES #5, now settled)
+            self.sack_ack(qp, 0x1F, p)
 
     def rwr_index(self, qp, msn):
         k = 0
