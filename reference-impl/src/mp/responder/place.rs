@@ -69,9 +69,8 @@ impl MpResponder {
                 let Some(reth) = pkt.ext.reth else { return bad };
                 // MR-MPH-12, MR-MPR-11 (SPEC v1.2): the whole read, or a
                 // first part of a multiple of PMTU below it.
-                let first_part = reth.dma_len > 0
-                    && reth.dma_len < m.msg_len
-                    && reth.dma_len.is_multiple_of(p);
+                let first_part =
+                    reth.dma_len > 0 && reth.dma_len < m.msg_len && reth.dma_len.is_multiple_of(p);
                 if !rd_ok(Access::REMOTE_READ)
                     || (reth.dma_len != m.msg_len && !first_part)
                     || m.msg_len > MAX_LEN

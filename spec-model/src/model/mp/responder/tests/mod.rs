@@ -378,12 +378,33 @@ fn trimmed_packet_mr_mpt_1_mr_mpt_2_mr_mpt_5() {
     };
     let (_, o) = r.on_packet(&roce, &full);
     assert_eq!(writes(&o).len(), 1, "MR-MPT-1");
-    // Headers only, via the trimmed view; too short for the headers → no view (MR-MPT-4).
+    // Headers only, via the trimmed view. SPEC v1.2 MR-MPT-4: cut inside the
+    // extension headers, the BTH still suffices for a NAK 0x65; cut inside
+    // the BTH, no view (dropped).
     let udp_payload = &w.0[14 + 20 + 8..14 + 20 + 8 + header];
     assert!(trim::trimmed_view(udp_payload).is_some());
-    assert!(
-        trim::trimmed_view(&udp_payload[..header - 1]).is_none(),
+    // 12 bytes of BTH and 10 of MPETH, as a 64-byte trim over IPv4 leaves.
+    let cut = trim::trimmed_view(&udp_payload[..22]).expect("BTH complete");
+    assert!(cut.ext.mpeth.is_none() && !trim::headers_complete(&cut));
+    let cut_arrival = ArrivalInfo {
+        dscp: 7,
+        ip_roce_len: Some(22),
+        ..at(0, 0xC0AB)
+    };
+    let (r3, o) = r.on_packet(&cut, &cut_arrival);
+    assert!(writes(&o).is_empty(), "MR-MPT-2");
+    let a = required_sends(&o);
+    assert_eq!(
+        a[0].syndrome,
+        Some(SyndromeSpec::Exact(Syndrome::NAK_TRIMMED)),
         "MR-MPT-4"
+    );
+    assert_eq!(a[0].sacketh.echoed_timestamp, Field::Exact(0), "MR-MPT-4");
+    assert_eq!(a[0].sacketh.sack_base_psn, Field::Exact(psn(100)));
+    assert_eq!(r3.counters.mp_trimmed_received, 1);
+    assert!(
+        trim::trimmed_view(&udp_payload[..11]).is_none(),
+        "MR-MPT-4: no BTH, dropped"
     );
 }
 
@@ -493,7 +514,11 @@ fn read_in_parts_mr_mph_12_mr_mpr_11_mr_mpr_12() {
         .collect();
     assert_eq!(resp.len(), 2, "MR-MPR-12: the part's range");
     assert_eq!(resp[0].psn, Field::Exact(psn(102)));
-    assert_eq!(resp[0].mpeth.retransmission, Field::Exact(false), "MR-MPH-2");
+    assert_eq!(
+        resp[0].mpeth.retransmission,
+        Field::Exact(false),
+        "MR-MPH-2"
+    );
     assert_eq!(resp[1].mpeth.last, Field::Exact(true));
     // A first part that is not a multiple of PMTU is still invalid.
     let bad = read(100, 0, 0, 1000, VA, RKEY, 500);
