@@ -31,6 +31,7 @@ pub mod frame;
 pub mod icrc;
 pub mod ipv4;
 pub mod ipv6;
+pub mod mp_setup;
 pub mod opcode;
 pub mod roce;
 pub mod seq;

@@ -182,57 +182,71 @@ fn packetization(offset: u64, len: u64, msg_len: u64, pmtu: Option<u32>) -> Opti
     }
 }
 
-/// MR-MPH-12 (first transmission: offset 0, F and L, DMA length = message
-/// length), MR-MPR-7 (re-request: a range inside the read, at a PMTU
-/// boundary) and MR-MPH-2 (F exactly at offset 0).
+/// MR-MPH-12 (first request: offset 0, F, a DMA length of the whole read or,
+/// for a read requested in parts, a multiple of PMTU below it), MR-MPR-11
+/// (further part, R clear) and MR-MPR-7 (re-request, R set): a range inside
+/// the read at a PMTU boundary; MR-MPH-2 (F exactly at offset 0; in a request
+/// with R clear, L exactly when the range reaches the end of the read).
 fn read_request(p: &Packet<'_, '_>, m: &MpethRepr, ctx: &Context, out: &mut Vec<Finding>) {
     let dma_len = p.roce.ext.reth.map_or(0, |r| r.dma_len);
     let offset = u64::from(m.offset);
-    if !m.retransmission {
-        let mut wrong = |what: String| {
-            out.push(Finding::new(
-                "MR-MPH-12",
-                format!("MP READ Request (R clear) {what}"),
-            ));
-        };
-        if offset != 0 {
-            wrong(format!("with offset {offset} instead of 0"));
-        }
-        if !m.first || !m.last {
-            wrong(format!(
-                "with F {} and L {}: both must be set",
-                flag(m.first),
-                flag(m.last)
-            ));
-        }
-        if dma_len != m.msg_len {
-            wrong(format!(
-                "with RETH DMA length {dma_len} but message length {}",
-                m.msg_len
-            ));
-        }
-        return;
-    }
+    let end = offset + u64::from(dma_len);
+    let unit = ctx.pmtu.map_or(MIN_PMTU, u64::from);
     if m.first != (offset == 0) {
         out.push(Finding::new(
             "MR-MPH-2",
             format!("F is {} but the offset is {offset}", flag(m.first)),
         ));
     }
-    if offset + u64::from(dma_len) > u64::from(m.msg_len) {
+    if !m.retransmission && m.last != (end == u64::from(m.msg_len)) {
         out.push(Finding::new(
-            "MR-MPR-7",
+            "MR-MPH-2",
             format!(
-                "READ re-request of {dma_len} bytes at offset {offset} exceeds the read length {}",
+                "L is {} but the request asks for bytes {offset}..{end} of a read of {}",
+                flag(m.last),
                 m.msg_len
             ),
         ));
     }
-    let unit = ctx.pmtu.map_or(MIN_PMTU, u64::from);
+    if !m.retransmission && offset == 0 {
+        let whole = dma_len == m.msg_len;
+        let part = dma_len > 0 && dma_len < m.msg_len && u64::from(dma_len).is_multiple_of(unit);
+        if !whole && !part {
+            out.push(Finding::new(
+                "MR-MPH-12",
+                format!(
+                    "MP READ Request (R clear, offset 0) with RETH DMA length {dma_len}: \
+                     neither the message length {} nor a multiple of {unit} below it",
+                    m.msg_len
+                ),
+            ));
+        }
+        return;
+    }
+    // A further part (R clear) or a re-request (R set).
+    let id = if m.retransmission {
+        "MR-MPR-7"
+    } else {
+        "MR-MPR-11"
+    };
+    let what = if m.retransmission {
+        "READ re-request"
+    } else {
+        "further READ part"
+    };
+    if end > u64::from(m.msg_len) {
+        out.push(Finding::new(
+            id,
+            format!(
+                "{what} of {dma_len} bytes at offset {offset} exceeds the read length {}",
+                m.msg_len
+            ),
+        ));
+    }
     if !offset.is_multiple_of(unit) {
         out.push(Finding::new(
-            "MR-MPR-7",
-            format!("READ re-request at offset {offset}, not a multiple of {unit}"),
+            id,
+            format!("{what} at offset {offset}, not a multiple of {unit}"),
         ));
     }
 }

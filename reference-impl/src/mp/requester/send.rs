@@ -149,7 +149,8 @@ impl MpRequester {
         );
         out.ext.mpeth = Some(MpethRepr {
             first: offset == 0,
-            last: true,
+            // MR-MPH-2 (SPEC v1.2): L exactly when the range ends the read.
+            last: offset + len == w.len,
             retransmission: true,
             msn: Msn::new(w.msn as u32),
             offset: offset as u32,

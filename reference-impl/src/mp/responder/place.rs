@@ -67,8 +67,12 @@ impl MpResponder {
                     return Ok(()); // a re-request of a READ never accepted
                 }
                 let Some(reth) = pkt.ext.reth else { return bad };
+                // MR-MPH-12, MR-MPR-11 (SPEC v1.2): the whole read, or a
+                // first part of a multiple of PMTU below it.
+                let first_part =
+                    reth.dma_len > 0 && reth.dma_len < m.msg_len && reth.dma_len.is_multiple_of(p);
                 if !rd_ok(Access::REMOTE_READ)
-                    || reth.dma_len != m.msg_len
+                    || (reth.dma_len != m.msg_len && !first_part)
                     || m.msg_len > MAX_LEN
                     || self.msgs.contains_key(&msn)
                 {
@@ -283,13 +287,17 @@ impl MpResponder {
                     rkey: 0,
                     dma_len: 0,
                 });
-                // MR-MPR-3, MR-MPR-4.
+                // MR-MPR-3, MR-MPR-4: the whole read is checked; a first part
+                // (MR-MPR-11) is answered for its own range only.
                 let data = if m.len == 0 {
                     Vec::new()
                 } else {
-                    env.mem
+                    let mut d = env
+                        .mem
                         .remote_read(cfg.pd, r.rkey, r.va, u64::from(m.len))
-                        .map_err(|_| (NAK_ACCESS, m.first))?
+                        .map_err(|_| (NAK_ACCESS, m.first))?;
+                    d.truncate(r.dma_len.min(m.len) as usize);
+                    d
                 };
                 self.keep(
                     cfg,
@@ -421,7 +429,9 @@ impl MpResponder {
                 offset,
                 data,
                 next: 0,
-                echo: Trigger { retx: true, ..echo },
+                // MR-MPH-2: R as the request (a further part, MR-MPR-11, is
+                // not a re-request).
+                echo,
             }),
             Err(_) => self.fatal(cfg, env, NAK_ACCESS, first, Some(&echo)),
         }

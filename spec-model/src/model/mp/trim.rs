@@ -2,7 +2,7 @@
 
 use super::{ArrivalInfo, MpConfig};
 use metaroce_codec::ext::ExtHeaders;
-use metaroce_codec::{BthRepr, Dialect, Opcode, RocePacket};
+use metaroce_codec::{BthRepr, Dialect, ExtKind, Opcode, RocePacket};
 
 /// The MP data opcodes a switch may trim: 0xC0–0xC3, 0xC5, 0xCB.
 pub fn is_data_opcode(op: Opcode) -> bool {
@@ -21,6 +21,9 @@ pub fn is_trimmed(cfg: &MpConfig, packet: &RocePacket<'_>, arrival: &ArrivalInfo
     if !cfg.trimming || arrival.dscp != dscp || !is_data_opcode(packet.bth.opcode) {
         return false;
     }
+    if !headers_complete(packet) {
+        return true; // cut inside its extension headers (MR-MPT-4)
+    }
     let Some(mpeth) = packet.ext.mpeth else {
         return false;
     };
@@ -35,18 +38,48 @@ pub fn is_trimmed(cfg: &MpConfig, packet: &RocePacket<'_>, arrival: &ArrivalInfo
 }
 
 /// The headers of a possibly trimmed packet: BTH and the extension headers of
-/// its opcode, with everything after them as payload and no ICRC. `None` when
-/// the bytes do not hold the complete headers, so the packet is dropped
-/// (MR-MPT-4).
+/// its opcode, with everything after them as payload and no ICRC. A switch may
+/// cut into the extension headers (SPEC v1.2 MR-MPT-4: a 64-byte trim keeps
+/// only 10 bytes of MPETH over IPv4): then the complete leading headers are
+/// kept, the rest are absent and the payload is empty. `None` when the bytes do
+/// not hold the complete BTH (or the opcode has no layout), so the packet is
+/// dropped (MR-MPT-4).
 pub fn trimmed_view(roce_bytes: &[u8]) -> Option<RocePacket<'_>> {
     let (bth, rest) = BthRepr::parse(roce_bytes).ok()?;
     let layout = bth.opcode.layout(Dialect::MetaRoce)?;
-    let (ext, rest) = ExtHeaders::parse(layout.headers, rest).ok()?;
+    let (ext, payload) = match ExtHeaders::parse(layout.headers, rest) {
+        Ok(parsed) => parsed,
+        Err(_) => {
+            let ext = (0..layout.headers.len())
+                .rev()
+                .find_map(|n| ExtHeaders::parse(&layout.headers[..n], rest).ok())
+                .map(|(e, _)| e)
+                .unwrap_or_default();
+            (ext, &[][..])
+        }
+    };
     Some(RocePacket {
         bth,
         ext,
-        payload: rest,
+        payload,
         pad: &[],
         icrc: [0; 4],
+    })
+}
+
+/// Whether every extension header of the packet's opcode is present; false
+/// only for a view of a packet cut inside them ([`trimmed_view`]).
+pub fn headers_complete(packet: &RocePacket<'_>) -> bool {
+    let Some(layout) = packet.bth.opcode.layout(Dialect::MetaRoce) else {
+        return true;
+    };
+    let e = &packet.ext;
+    layout.headers.iter().all(|k| match k {
+        ExtKind::Mpeth => e.mpeth.is_some(),
+        ExtKind::Reth => e.reth.is_some(),
+        ExtKind::ImmDt => e.immdt.is_some(),
+        ExtKind::Ieth => e.ieth.is_some(),
+        ExtKind::AtomicEth => e.atomic_eth.is_some(),
+        _ => true,
     })
 }

@@ -123,22 +123,49 @@ fn mr_mph_11_mp_write_reth_covers_the_message() {
 }
 
 #[test]
-fn mr_mph_12_read_request_offset_0_f_l_and_whole_length() {
+fn mr_mph_12_read_request_offset_0_whole_length_or_a_first_part() {
     assert_clean(&read_request(mpeth(0, 5000, true), 5000), &ctx());
+    // SPEC v1.2: a first part of a multiple of PMTU, L clear.
+    assert_clean(&read_request(mpeth(0, 5000, false), 4096), &with_pmtu(1024));
     assert_only(
-        &read_request(mpeth(0, 5000, true), 4000),
+        &read_request(mpeth(0, 5000, false), 4000),
         &ctx(),
         "MR-MPH-12",
     );
+    assert_only(&read_request(mpeth(0, 5000, false), 0), &ctx(), "MR-MPH-12");
+    // L must say whether the request reaches the end of the read.
     assert_only(
         &read_request(mpeth(0, 5000, false), 5000),
         &ctx(),
-        "MR-MPH-12",
+        "MR-MPH-2",
     );
     assert_only(
-        &read_request(mpeth(1024, 5000, true), 3976),
+        &read_request(mpeth(0, 5000, true), 4096),
         &ctx(),
-        "MR-MPH-12",
+        "MR-MPH-2",
+    );
+}
+
+#[test]
+fn mr_mpr_11_further_read_part_inside_the_read_at_a_pmtu_boundary() {
+    // R clear, offset 1024: a further part (SPEC v1.2), no longer a fault.
+    assert_clean(
+        &read_request(mpeth(1024, 5000, true), 3976),
+        &with_pmtu(1024),
+    );
+    assert_clean(
+        &read_request(mpeth(1024, 5000, false), 2048),
+        &with_pmtu(1024),
+    );
+    assert_only(
+        &read_request(mpeth(1000, 5000, true), 4000),
+        &with_pmtu(1024),
+        "MR-MPR-11",
+    );
+    assert_only(
+        &read_request(mpeth(1024, 5000, false), 4000),
+        &with_pmtu(1024),
+        "MR-MPR-11",
     );
 }
 

@@ -88,6 +88,10 @@ impl MpRequester {
     pub fn rerequest_spec(&self, w: &WrState, off: u32, len: u32, now: u64) -> PacketSpec {
         let mut s = self.packet_spec(w, off, true, now);
         s.mpeth.first = Field::Exact(off == 0);
+        // MR-MPH-2 (SPEC v1.2): L exactly when the range reaches the end.
+        if let Field::Exact(total) = s.mpeth.msg_len {
+            s.mpeth.last = Field::Exact(u64::from(off) + u64::from(len) == u64::from(total));
+        }
         s.mpeth.dma_len = Field::Exact(len);
         s
     }

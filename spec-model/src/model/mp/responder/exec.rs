@@ -41,7 +41,14 @@ impl MpResponder {
             // A re-request for a READ never accepted matches no kept READ (MR-MPR-9).
             return Outcomes::none().require(&["MR-MPR-9"], Effect::Drop { counter: None });
         }
-        if m.msg_len > 1 << 31 || reth.dma_len != m.msg_len || self.cfg.max_dest_rd_atomic == 0 {
+        // MR-MPH-12, MR-MPR-11 (SPEC v1.2): the first request asks for the
+        // whole read or, for a read requested in parts, for a multiple of
+        // PMTU shorter than it (at least one byte when the read has any).
+        let part_ok = reth.dma_len == m.msg_len
+            || (reth.dma_len > 0
+                && reth.dma_len < m.msg_len
+                && reth.dma_len.is_multiple_of(self.cfg.pmtu.max(1)));
+        if m.msg_len > 1 << 31 || !part_ok || self.cfg.max_dest_rd_atomic == 0 {
             return self.fatal(&["MR-MPP-15"], Syndrome::NAK_INVALID_REQUEST, t);
         }
         let Some(index) = self.msg_index(m.msn) else {
@@ -214,7 +221,8 @@ impl MpResponder {
 
     /// READ responses for bytes [o, o + d) of the read answered by `req`
     /// (MR-MPR-1, MR-MPR-3): PSN = original request PSN + offset / PMTU, MSN,
-    /// offset, whole length, F, L, R (as the request), echoed timestamp.
+    /// offset, whole length, F, L, R (as the request); the timestamp is the
+    /// request's plus a residence time (MR-MPR-14), left open.
     fn read_responses(&self, req_psn: Psn, req: &StoredRequest, o: u32, d: u32) -> Vec<PacketSpec> {
         let pmtu = self.cfg.pmtu.max(1);
         let m = req.mpeth;
@@ -245,7 +253,9 @@ impl MpResponder {
                     msn: Field::Exact(m.msn),
                     offset: Field::Exact(off),
                     msg_len: Field::Exact(m.msg_len),
-                    timestamp: Field::Exact(req.trigger.timestamp),
+                    // MR-MPR-14 (SPEC v1.2): the request's timestamp advanced
+                    // by a residence time the model cannot know (0 allowed).
+                    timestamp: Field::Any,
                     dma_len: Field::Any,
                 }),
                 ..PacketSpec::opcode(Opcode::MP_READ_RESPONSE)
@@ -322,7 +332,9 @@ impl MpResponder {
                         m.offset,
                         reth.dma_len,
                     ) {
-                        out = out.require(&["MR-MPR-9"], Effect::Send(s));
+                        // MR-MPR-12: a further part (R clear) is answered
+                        // like a re-request.
+                        out = out.require(&["MR-MPR-9", "MR-MPR-12"], Effect::Send(s));
                     }
                 }
             }

@@ -255,14 +255,16 @@ impl MpResponder {
             // Responses and non-MP opcodes are not requests for this side.
             return Outcomes::none().require(&["MR-OPC-3"], Effect::Drop { counter: None });
         }
-        if packet.ext.mpeth.is_none() {
+        // MR-MPT-4 (SPEC v1.2): a trimmed packet cut inside its MPETH is
+        // still answered from its BTH (echoed timestamp 0).
+        let trimmed = trim::is_trimmed(&self.cfg, packet, arrival);
+        if packet.ext.mpeth.is_none() && !trimmed {
             // "MR-MPH-1": an MP request without MPETH after BTH cannot be placed.
             return Outcomes::none().require(&["MR-MPH-1"], Effect::Drop { counter: None });
         }
         if arrival.ecn_ce {
             self.counters.ecn_ce_received += 1;
         }
-        let trimmed = trim::is_trimmed(&self.cfg, packet, arrival);
         let trigger = Trigger::of(packet, arrival, trimmed);
         if op == Opcode::MP_PROBE {
             // MR-MPF-5 / MR-MPF-6: answer, change nothing.

@@ -378,12 +378,33 @@ fn trimmed_packet_mr_mpt_1_mr_mpt_2_mr_mpt_5() {
     };
     let (_, o) = r.on_packet(&roce, &full);
     assert_eq!(writes(&o).len(), 1, "MR-MPT-1");
-    // Headers only, via the trimmed view; too short for the headers → no view (MR-MPT-4).
+    // Headers only, via the trimmed view. SPEC v1.2 MR-MPT-4: cut inside the
+    // extension headers, the BTH still suffices for a NAK 0x65; cut inside
+    // the BTH, no view (dropped).
     let udp_payload = &w.0[14 + 20 + 8..14 + 20 + 8 + header];
     assert!(trim::trimmed_view(udp_payload).is_some());
-    assert!(
-        trim::trimmed_view(&udp_payload[..header - 1]).is_none(),
+    // 12 bytes of BTH and 10 of MPETH, as a 64-byte trim over IPv4 leaves.
+    let cut = trim::trimmed_view(&udp_payload[..22]).expect("BTH complete");
+    assert!(cut.ext.mpeth.is_none() && !trim::headers_complete(&cut));
+    let cut_arrival = ArrivalInfo {
+        dscp: 7,
+        ip_roce_len: Some(22),
+        ..at(0, 0xC0AB)
+    };
+    let (r3, o) = r.on_packet(&cut, &cut_arrival);
+    assert!(writes(&o).is_empty(), "MR-MPT-2");
+    let a = required_sends(&o);
+    assert_eq!(
+        a[0].syndrome,
+        Some(SyndromeSpec::Exact(Syndrome::NAK_TRIMMED)),
         "MR-MPT-4"
+    );
+    assert_eq!(a[0].sacketh.echoed_timestamp, Field::Exact(0), "MR-MPT-4");
+    assert_eq!(a[0].sacketh.sack_base_psn, Field::Exact(psn(100)));
+    assert_eq!(r3.counters.mp_trimmed_received, 1);
+    assert!(
+        trim::trimmed_view(&udp_payload[..11]).is_none(),
+        "MR-MPT-4: no BTH, dropped"
     );
 }
 
@@ -413,11 +434,9 @@ fn read_waits_for_earlier_writes_then_answers_mr_mpp_7_mr_mpr_1_mr_mpr_2() {
     assert_eq!(resp[2].mpeth.offset, Field::Exact(512));
     assert_eq!(resp[2].mpeth.last, Field::Exact(true));
     assert_eq!(resp[0].mpeth.first, Field::Exact(true));
-    assert_eq!(
-        resp[0].mpeth.timestamp,
-        Field::Exact(1101),
-        "timestamp echo"
-    );
+    // MR-MPR-14 (SPEC v1.2): the request's timestamp plus a residence time
+    // between 0 and the real one, which the model leaves open.
+    assert_eq!(resp[0].mpeth.timestamp, Field::Any, "MR-MPR-14");
     let mut expect: Vec<u8> = vec![0xAA; 4];
     expect.extend((4..256u32).map(|i| i as u8));
     assert_eq!(
@@ -456,6 +475,57 @@ fn read_rerequest_nonzero_offset_mr_mpr_9() {
         o.required[0].value,
         Effect::Drop { counter: None },
         "MR-MPR-9"
+    );
+}
+
+#[test]
+fn read_in_parts_mr_mph_12_mr_mpr_11_mr_mpr_12() {
+    let r = responder();
+    // First part: 512 of 1000 bytes (PMTU 256), F set, L clear, R clear.
+    let first = read(100, 0, 0, 1000, VA, RKEY, 512).ext(|e| {
+        if let Some(m) = &mut e.mpeth {
+            m.last = false;
+        }
+    });
+    let (r, o) = step(&r, first, 0);
+    let resp: Vec<_> = required_sends(&o)
+        .into_iter()
+        .filter(|s| s.opcode == Field::Exact(Opcode::MP_READ_RESPONSE))
+        .cloned()
+        .collect();
+    assert_eq!(resp.len(), 2, "MR-MPH-12: only the first part is answered");
+    assert_eq!(resp[1].mpeth.offset, Field::Exact(256));
+    assert_eq!(resp[1].mpeth.last, Field::Exact(false));
+    for p in 100..104 {
+        assert!(r.received.is_received(psn(p)), "MR-MPR-2: all n reserved");
+    }
+    // Further part: offset 512, 488 bytes, R clear (not a re-request).
+    let part = read(102, 0, 512, 1000, VA, RKEY, 488).ext(|e| {
+        if let Some(m) = &mut e.mpeth {
+            m.first = false;
+            m.retransmission = false;
+        }
+    });
+    let (_, o) = step(&r, part, 1);
+    let resp: Vec<_> = required_sends(&o)
+        .into_iter()
+        .filter(|s| s.opcode == Field::Exact(Opcode::MP_READ_RESPONSE))
+        .cloned()
+        .collect();
+    assert_eq!(resp.len(), 2, "MR-MPR-12: the part's range");
+    assert_eq!(resp[0].psn, Field::Exact(psn(102)));
+    assert_eq!(
+        resp[0].mpeth.retransmission,
+        Field::Exact(false),
+        "MR-MPH-2"
+    );
+    assert_eq!(resp[1].mpeth.last, Field::Exact(true));
+    // A first part that is not a multiple of PMTU is still invalid.
+    let bad = read(100, 0, 0, 1000, VA, RKEY, 500);
+    let (_, o) = step(&responder(), bad, 0);
+    assert!(
+        o.required.iter().any(|c| c.value == Effect::EnterError),
+        "MR-MPP-15"
     );
 }
 
