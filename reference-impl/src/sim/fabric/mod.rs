@@ -23,9 +23,13 @@
 //!
 //! [`run`] drives workloads ([`workload`]) over the fabric with Base or MP
 //! QPs and measures them; [`scenario`] holds the built-in scenarios of
-//! `metaroce-ref fabric`.
+//! `metaroce-ref fabric`; [`report`] turns a run into the series of its
+//! plots, and `html` (feature `html`) draws them.
 
+#[cfg(feature = "html")]
+pub mod html;
 mod port;
+pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod series;
