@@ -287,7 +287,7 @@ const WATCHED_BINS: usize = 1 << 14;
 impl Fabric {
     /// A fabric of `cfg` whose host `h` is a device made by `device(h,
     /// config)` from the default configuration with the host's addresses;
-    /// throughput is binned every `bin_ns`.
+    /// goodput is binned from `bin_ns` wide ([`Fabric::goodput`]).
     pub fn new(
         cfg: FabricConfig,
         bin_ns: u64,
