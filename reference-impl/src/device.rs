@@ -17,7 +17,7 @@ use crate::wr::{RecvWr, SendWr};
 use core::net::Ipv4Addr;
 use metaroce_codec::opcode::PayloadRule;
 use metaroce_codec::{Dialect, Opcode, ParseOptions, ServiceClass};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Device-wide configuration and declared capabilities (SPEC §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +74,12 @@ pub struct Device {
     mem: Memory,
     cqs: CqTable,
     qps: BTreeMap<u32, Qp>,
+    /// Every QP's next deadline (its `poll_timeout`) as (time, QPN), kept
+    /// up to date after each call into a QP, so that `poll_timeout` and
+    /// `handle_timeout` cost no more with more QPs.
+    timers: BTreeSet<(u64, u32)>,
+    /// The deadline of each QP that has one (its entry in `timers`).
+    timer_of: HashMap<u32, u64>,
     counters: Counters,
     now: u64,
     urgent: VecDeque<Vec<u8>>,
@@ -96,6 +102,8 @@ impl Device {
             mem: Memory::default(),
             cqs: CqTable::default(),
             qps: BTreeMap::new(),
+            timers: BTreeSet::new(),
+            timer_of: HashMap::new(),
             counters: Counters::default(),
             now: 0,
             urgent: VecDeque::new(),
@@ -234,10 +242,9 @@ impl Device {
 
     /// Destroys a QP without completions.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
-        self.qps
-            .remove(&qpn)
-            .map(|_| ())
-            .ok_or(VerbsError::UnknownQp(qpn))
+        self.qps.remove(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        self.rearm(qpn);
+        Ok(())
     }
 
     /// Moves a QP to `to` with `attrs`, per the table of SPEC §6.2.
@@ -349,7 +356,32 @@ impl Device {
             urgent: &mut self.urgent,
             enter_err: false,
         };
-        Ok(f(qp, &mut env))
+        let r = f(qp, &mut env);
+        self.rearm(qpn);
+        Ok(r)
+    }
+
+    /// Brings QP `qpn`'s entry in the timer set up to date (a QP's
+    /// deadline depends only on its own state, which changes only in
+    /// `with_qp`; a destroyed QP has none).
+    fn rearm(&mut self, qpn: u32) {
+        let t = self.qps.get(&qpn).and_then(Qp::poll_timeout);
+        let old = self.timer_of.get(&qpn).copied();
+        if old == t {
+            return;
+        }
+        if let Some(o) = old {
+            self.timers.remove(&(o, qpn));
+        }
+        match t {
+            Some(t) => {
+                self.timers.insert((t, qpn));
+                self.timer_of.insert(qpn, t);
+            }
+            None => {
+                self.timer_of.remove(&qpn);
+            }
+        }
     }
 
     /// Processes one received Ethernet frame at time `now_ns`. Never panics;
@@ -535,12 +567,12 @@ impl Device {
     /// Fires every timer due at `now_ns` (local ACK timeouts, RNR waits).
     pub fn handle_timeout(&mut self, now_ns: u64) {
         self.now = self.now.max(now_ns);
-        let due: Vec<u32> = self
-            .qps
-            .iter()
-            .filter(|(_, qp)| qp.poll_timeout().is_some_and(|t| t <= self.now))
-            .map(|(&q, _)| q)
+        let mut due: Vec<u32> = (self.timers.iter())
+            .take_while(|&&(t, _)| t <= self.now)
+            .map(|&(_, q)| q)
             .collect();
+        // In QPN order, as QPs are served everywhere else.
+        due.sort_unstable();
         for qpn in due {
             let _ = self.with_qp(qpn, |qp, env| qp.handle_timeout(env));
         }
@@ -587,6 +619,8 @@ impl Device {
     /// The earliest time at which `handle_timeout` has work, if any.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.qps.values().filter_map(Qp::poll_timeout).min()
+        let next = self.timers.first().map(|&(t, _)| t);
+        debug_assert_eq!(next, self.qps.values().filter_map(Qp::poll_timeout).min());
+        next
     }
 }

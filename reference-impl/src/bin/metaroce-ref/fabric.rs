@@ -1,14 +1,18 @@
 //! `metaroce-ref fabric`: the built-in scenarios of the fabric simulator
 //! (`metaroce_ref::sim::fabric`), each run with Base and with MP on the
 //! same leaf–spine fabric, workload and seed, on virtual time. Prints the
-//! summary table (Markdown) and, with `--json`, writes the summaries with
-//! the simulator's own cost (CPU seconds, frames per CPU second). See
+//! summary table (Markdown); with `--json`, writes the summaries with the
+//! series of the plots and the simulator's own cost (CPU seconds, frames
+//! per CPU second); with `--html`, a self-contained page of plots. See
 //! docs/fabric.md.
 //!
 //! Exit status: 0 when every message of every run was delivered exactly
 //! once, 1 otherwise, 2 on bad arguments.
 
 use clap::Args;
+use metaroce_ref::sim::fabric::Pfc;
+use metaroce_ref::sim::fabric::html::{self, Run};
+use metaroce_ref::sim::fabric::report::{Plots, plots};
 use metaroce_ref::sim::fabric::run::Profile;
 use metaroce_ref::sim::fabric::scenario::{NAMES, Size, Summary, builtin, run_profile, table};
 use serde::Serialize;
@@ -20,7 +24,7 @@ use std::time::Instant;
 #[derive(Debug, Args)]
 pub struct FabricArgs {
     /// Scenario: permutation, allreduce, alltoall, incast, link-failure,
-    /// degraded, mixed, or all.
+    /// flapping, degraded, mixed, or all.
     #[arg(long)]
     scenario: String,
     /// Hosts (16 per leaf from 64 hosts up, else hosts/4, at least 4).
@@ -39,15 +43,24 @@ pub struct FabricArgs {
     /// default: the SPEC default, 3).
     #[arg(long)]
     mp_reorder: Option<u8>,
-    /// Write the summaries as JSON here.
+    /// Lossless fabric: PFC pauses (XOFF 256 KiB, XON 128 KiB per
+    /// ingress port) instead of tail drops.
+    #[arg(long)]
+    pfc: bool,
+    /// Write the summaries (with the series of the plots) as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write the HTML report (plots per scenario) here.
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
 struct Row {
     #[serde(flatten)]
     summary: Summary,
+    /// The series of the HTML report's plots.
+    plots: Plots,
     /// CPU seconds of the run (this thread), or wall seconds where the
     /// thread's CPU time is not readable.
     cpu_s: f64,
@@ -89,6 +102,9 @@ pub fn main(args: &FabricArgs) -> ExitCode {
         if let Some(k) = args.mp_reorder {
             s.mp.tuning.reorder_threshold = k;
         }
+        if args.pfc {
+            s.fabric.pfc = Some(Pfc::default());
+        }
         for profile in [Profile::Base, Profile::Mp] {
             eprint!(
                 "fabric: {name} {} on {} hosts ... ",
@@ -115,6 +131,7 @@ pub fn main(args: &FabricArgs) -> ExitCode {
                 );
             }
             rows.push(Row {
+                plots: plots(&s.fabric, &r),
                 cpu_s: (spent * 1000.0).round() / 1000.0,
                 frames_per_cpu_s: (r.frames as f64 / spent).round(),
                 sim_us_per_cpu_s: (r.jct_ns as f64 / 1e3 / spent).round(),
@@ -133,6 +150,26 @@ pub fn main(args: &FabricArgs) -> ExitCode {
             }
         };
         if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("fabric: writing {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(path) = &args.html {
+        let runs: Vec<Run> = (rows.iter())
+            .map(|r| Run {
+                summary: &r.summary,
+                plots: &r.plots,
+            })
+            .collect();
+        let command: Vec<String> = std::env::args().collect();
+        let page = match html::report(&command.join(" "), &runs) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("fabric: HTML: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        if let Err(e) = std::fs::write(path, page) {
             eprintln!("fabric: writing {}: {e}", path.display());
             return ExitCode::from(1);
         }

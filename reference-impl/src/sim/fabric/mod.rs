@@ -2,9 +2,18 @@
 //! [`Device`]s) on leaf switches, every leaf joined to every spine, switch
 //! output queues with ECN marking, tail drop and optional trimming
 //! ([`port`]), ECMP hashing of the 5-tuple at every hop (so a UDP source
-//! port is a path, as on real switches), and link events during a run (a
+//! port is a path, as on real switches), link events during a run (a
 //! cable down, then withdrawn from ECMP after a reconvergence delay; a
-//! cable degraded to a fraction of its rate).
+//! cable degraded to a fraction of its rate; a cable flapping down and up
+//! with a period), and an optional lossless mode (PFC, [`Pfc`]).
+//!
+//! PFC is modelled per ingress port, as switches account it: a switch
+//! counts the bytes it holds that came in on each of its input links; when
+//! they reach XOFF it pauses the sender at the other end of that link (the
+//! PAUSE frame takes one link delay to get there), and resumes it at XON.
+//! A paused port sends nothing, whatever its frames' destinations (the
+//! head-of-line blocking PFC is known for); a paused host NIC takes nothing
+//! from its device. In PFC mode switch queues never drop.
 //!
 //! Deterministic: one event queue ordered by (time, insertion order), one
 //! seeded random source for the marking decisions, and devices seeded by
@@ -14,11 +23,16 @@
 //!
 //! [`run`] drives workloads ([`workload`]) over the fabric with Base or MP
 //! QPs and measures them; [`scenario`] holds the built-in scenarios of
-//! `metaroce-ref fabric`.
+//! `metaroce-ref fabric`; [`report`] turns a run into the series of its
+//! plots, and `html` (feature `html`) draws them.
 
+#[cfg(feature = "html")]
+pub mod html;
 mod port;
+pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod series;
 pub mod workload;
 
 pub use port::{Ecn, PortStats, QueuePolicy};
@@ -30,6 +44,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use port::Port;
+use series::{Goodput, Series};
 
 /// The shape and the switches of a fabric.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,6 +65,28 @@ pub struct FabricConfig {
     pub switch_queue: QueuePolicy,
     /// Seed of the fabric's random choices (marking, ECMP salts).
     pub seed: u64,
+    /// Lossless mode: PFC pauses instead of drops (`None`: lossy).
+    pub pfc: Option<Pfc>,
+}
+
+/// PFC thresholds, per ingress port of a switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pfc {
+    /// Bytes held from one input link at which its sender is paused.
+    pub xoff_bytes: usize,
+    /// Bytes held at which it is resumed.
+    pub xon_bytes: usize,
+}
+
+impl Default for Pfc {
+    /// XOFF 256 KiB, XON 128 KiB: above the ECN marking range (100–400
+    /// KiB starts marking first), a quarter of the lossy buffer.
+    fn default() -> Self {
+        Pfc {
+            xoff_bytes: 256 << 10,
+            xon_bytes: 128 << 10,
+        }
+    }
 }
 
 impl FabricConfig {
@@ -75,6 +112,7 @@ impl FabricConfig {
                 trim_dscp: None,
             },
             seed,
+            pfc: None,
         }
     }
 
@@ -115,6 +153,27 @@ pub enum CableChange {
     },
     /// The cable runs at this fraction of its rate (0 < f ≤ 1).
     Degrade(f64),
+    /// The cable fails `flaps` times, every `period_ns`, each time for
+    /// `down_ns`; while down it behaves as [`CableChange::Down`] (ECMP
+    /// withdraws it after `reroute_after_ns` if it is still down then), and
+    /// when it comes back ECMP uses it again at once.
+    Flap {
+        /// Time from one failure to the next.
+        period_ns: u64,
+        /// How long each failure lasts.
+        down_ns: u64,
+        /// Failures.
+        flaps: u32,
+        /// Reconvergence delay of the fabric's routing.
+        reroute_after_ns: Option<u64>,
+    },
+}
+
+impl CableChange {
+    /// Whether the cable fails (down or flapping).
+    pub fn fails(&self) -> bool {
+        matches!(self, CableChange::Down { .. } | CableChange::Flap { .. })
+    }
 }
 
 /// A change to the cable between `leaf` and `spine` at `at_ns`.
@@ -135,8 +194,16 @@ enum Kind {
     TxDone(usize),
     Arrive(usize, Vec<u8>),
     Timer(usize),
-    Cable(CableEvent),
-    Withdraw(usize, usize),
+    /// Boxed: events sit in the heap by the million, so they stay small.
+    Cable(Box<CableEvent>),
+    /// The cable (leaf, spine) fails; withdrawn from ECMP after the delay.
+    CableDown(usize, usize, Option<u64>),
+    /// The cable (leaf, spine) comes back.
+    CableUp(usize, usize),
+    /// ECMP withdraws (leaf, spine) if it is still in failure `generation`.
+    Withdraw(usize, usize, u64),
+    /// PFC: port `i` pauses (`true`) or resumes.
+    Pause(usize, bool),
 }
 
 #[derive(Debug)]
@@ -187,6 +254,12 @@ pub struct Fabric {
     down: Vec<Vec<usize>>,
     /// Cables ECMP may choose, per [leaf][spine].
     routable: Vec<Vec<bool>>,
+    /// Failures of each cable so far, per [leaf][spine].
+    failures: Vec<Vec<u64>>,
+    /// PFC: bytes switches hold that came in over each port.
+    ingress_bytes: Vec<usize>,
+    /// PFC: whether each port was told to pause.
+    pause_sent: Vec<bool>,
     salts: Vec<u64>,
     heap: BinaryHeap<Reverse<Event>>,
     seq: u64,
@@ -195,20 +268,26 @@ pub struct Fabric {
     rng: SimRng,
     unroutable: u64,
     bin_ns: u64,
-    /// Bytes of data frames (≥ 1 KiB) arriving at hosts, per bin.
-    bins: Vec<u64>,
-    /// The same for frames from or to the watched leaf's hosts.
-    watched: Option<(usize, Vec<u64>)>,
+    meter: Goodput,
+    /// Bytes delivered in order to receivers ([`Goodput`]), over time.
+    goodput: Series,
+    /// The same for flows from or to the watched leaf's hosts.
+    watched: Option<(usize, Series)>,
     events: u64,
 }
 
-/// Frames at least this long count as data in the throughput bins.
+/// Frames shorter than this may be ACKs (data frames at PMTU 1024 and up
+/// are longer): the goodput meter reads these.
 const DATA_FRAME: usize = 1024;
+/// Bins of the goodput series (then coarser, [`Series`]).
+const GOODPUT_BINS: usize = 1024;
+/// Bins of the watched leaf's series.
+const WATCHED_BINS: usize = 1 << 14;
 
 impl Fabric {
     /// A fabric of `cfg` whose host `h` is a device made by `device(h,
     /// config)` from the default configuration with the host's addresses;
-    /// throughput is binned every `bin_ns`.
+    /// goodput is binned from `bin_ns` wide ([`Fabric::goodput`]).
     pub fn new(
         cfg: FabricConfig,
         bin_ns: u64,
@@ -224,7 +303,11 @@ impl Fabric {
             ports.len() - 1
         };
         let d = cfg.link_delay_ns;
-        let q = cfg.switch_queue;
+        let mut q = cfg.switch_queue;
+        if cfg.pfc.is_some() {
+            q.buffer_bytes = usize::MAX;
+            q.trim_dscp = None;
+        }
         let hosts: Vec<Device> = (0..n)
             .map(|h| device(h, DeviceConfig::new(host_mac(h), host_ip(h))))
             .collect();
@@ -257,8 +340,12 @@ impl Fabric {
             .collect();
         let mut rng = SimRng::new(cfg.seed ^ 0xFAB);
         let salts = (0..leaves + cfg.spines).map(|_| rng.next_u64()).collect();
+        let nports = ports.len();
         Fabric {
             routable: vec![vec![true; cfg.spines]; leaves],
+            failures: vec![vec![0; cfg.spines]; leaves],
+            ingress_bytes: vec![0; nports],
+            pause_sent: vec![false; nports],
             cfg,
             hosts,
             ports,
@@ -274,7 +361,8 @@ impl Fabric {
             rng,
             unroutable: 0,
             bin_ns: bin_ns.max(1),
-            bins: Vec::new(),
+            meter: Goodput::default(),
+            goodput: Series::new(bin_ns, GOODPUT_BINS),
             watched: None,
             events: 0,
         }
@@ -302,11 +390,18 @@ impl Fabric {
 
     /// Schedules a cable event.
     pub fn schedule(&mut self, e: CableEvent) {
-        self.push(e.at_ns, Kind::Cable(e));
+        self.push(e.at_ns, Kind::Cable(Box::new(e)));
     }
 
     /// Lets host `h` send what its device has (after verbs calls) and
     /// re-arms its timer.
+    ///
+    /// A timer event is queued whenever the device's deadline changes, and
+    /// superseded ones are skipped when they come up, so the device sees
+    /// `handle_timeout` exactly at its deadlines. (Queuing only earlier
+    /// deadlines and letting a timer fire early, finding nothing due, is
+    /// about 10 % faster for MP but changes MP's figures slightly: an MP
+    /// device's behaviour depends on when its clock is advanced.)
     pub fn kick(&mut self, h: usize) {
         self.start_tx(self.host_up[h]);
         if let Some(t) = self.hosts[h].poll_timeout() {
@@ -340,38 +435,73 @@ impl Fabric {
         self.events
     }
 
-    /// Bytes of data frames arriving at hosts per bin of `bin_ns`.
-    pub fn throughput_bins(&self) -> &[u64] {
-        &self.bins
+    /// Counts the bytes delivered in order from `requester` (its QP
+    /// `requester_qpn`, first PSN `start_psn`) to `receiver`, one PMTU
+    /// (`bytes_per_psn`) per PSN, into [`Fabric::goodput`].
+    pub fn follow(
+        &mut self,
+        receiver: usize,
+        requester: usize,
+        requester_qpn: u32,
+        start_psn: u32,
+        bytes_per_psn: u64,
+    ) {
+        self.meter
+            .follow(receiver, requester, requester_qpn, start_psn, bytes_per_psn);
     }
 
-    /// Also bins the data frames sent from or to the hosts of `leaf`.
+    /// Bytes delivered in order to receivers (of the followed flows), over
+    /// time: bins from `bin_ns` wide, at most 1024 of them.
+    pub fn goodput(&self) -> &Series {
+        &self.goodput
+    }
+
+    /// Also bins (from `bin_ns` wide, up to 16,384 bins) the goodput of the
+    /// flows from or to the hosts of `leaf`.
     pub fn watch_leaf(&mut self, leaf: usize) {
-        self.watched = Some((leaf, Vec::new()));
+        self.watched = Some((leaf, Series::new(self.bin_ns, WATCHED_BINS)));
     }
 
-    /// The bins of the watched leaf (empty when none is watched).
-    pub fn watched_bins(&self) -> &[u64] {
-        self.watched.as_ref().map_or(&[], |(_, b)| b)
+    /// The watched leaf's goodput series, if one is watched.
+    pub fn watched(&self) -> Option<&Series> {
+        self.watched.as_ref().map(|(_, s)| s)
     }
 
-    fn bin(&mut self, to: usize, frame: &[u8]) {
-        let b = (self.now / self.bin_ns) as usize;
-        let add = |bins: &mut Vec<u64>| {
-            if bins.len() <= b {
-                bins.resize(b + 1, 0);
-            }
-            bins[b] += frame.len() as u64;
+    /// Bytes each leaf–spine cable carried: `[leaf][spine]` of (leaf to
+    /// spine, spine to leaf).
+    pub fn cable_bytes(&self) -> Vec<Vec<(u64, u64)>> {
+        (0..self.cfg.leaves())
+            .map(|l| {
+                (0..self.cfg.spines)
+                    .map(|s| {
+                        let up = self.ports[self.up[l][s]].stats.tx_bytes;
+                        (up, self.ports[self.down[s][l]].stats.tx_bytes)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// PFC pauses every port (NICs included) obeyed, and the time they
+    /// spent paused, summed over ports.
+    pub fn pfc_pauses(&self) -> (u64, u64) {
+        self.ports.iter().fold((0, 0), |(n, t), p| {
+            let open = p.paused_since.map_or(0, |s| self.now.saturating_sub(s));
+            (n + p.stats.pauses, t + p.stats.paused_ns + open)
+        })
+    }
+
+    /// A frame leaving host `h`: when it is an ACK that delivers bytes,
+    /// count them.
+    fn meter(&mut self, h: usize, frame: &[u8]) {
+        let Some((requester, bytes)) = self.meter.on_send(h, frame) else {
+            return;
         };
-        add(&mut self.bins);
-        if let Some((leaf, bins)) = &mut self.watched {
-            // The source host from its address (10.(1 + h / 256).(h % 256).1).
-            let src = frame
-                .get(27..29)
-                .map(|b| (usize::from(b[0]).wrapping_sub(1) << 8) | usize::from(b[1]));
-            let on = |h: usize| self.cfg.leaf_of(h) == *leaf;
-            if on(to) || src.is_some_and(on) {
-                add(bins);
+        self.goodput.add(self.now, bytes);
+        if let Some((leaf, s)) = &mut self.watched {
+            let on = |x: usize| self.cfg.leaf_of(x) == *leaf;
+            if on(h) || on(requester) {
+                s.add(self.now, bytes);
             }
         }
     }
@@ -409,11 +539,14 @@ impl Fabric {
     /// NIC first pulls one from its device.
     fn start_tx(&mut self, i: usize) {
         let p = &self.ports[i];
-        if p.busy || !p.up {
+        if p.busy || !p.up || p.paused_since.is_some() {
             return;
         }
         let frame = match self.ports[i].dequeue() {
-            Some(f) => f,
+            Some((f, ingress)) => {
+                self.release(ingress, f.len());
+                f
+            }
             None if i < self.cfg.hosts => {
                 let dev = &mut self.hosts[i];
                 dev.handle_timeout(self.now);
@@ -422,6 +555,9 @@ impl Fabric {
                         let p = &mut self.ports[i];
                         p.stats.tx_frames += 1;
                         p.stats.tx_bytes += f.len() as u64;
+                        if f.len() < DATA_FRAME {
+                            self.meter(i, &f);
+                        }
                         f
                     }
                     None => return,
@@ -435,6 +571,56 @@ impl Fabric {
         let arrive = done + p.delay_ns;
         self.push(done, Kind::TxDone(i));
         self.push(arrive, Kind::Arrive(i, frame));
+    }
+
+    /// PFC: a switch no longer holds `len` bytes that came in over port
+    /// `ingress`; resume its sender at XON.
+    fn release(&mut self, ingress: usize, len: usize) {
+        let Some(pfc) = self.cfg.pfc else { return };
+        let Some(held) = self.ingress_bytes.get_mut(ingress) else {
+            return;
+        };
+        *held = held.saturating_sub(len);
+        if self.pause_sent[ingress] && *held <= pfc.xon_bytes {
+            self.pause_sent[ingress] = false;
+            let at = self.now + self.ports[ingress].delay_ns;
+            self.push(at, Kind::Pause(ingress, false));
+        }
+    }
+
+    /// PFC: a switch now holds `len` more bytes that came in over port
+    /// `ingress`; pause its sender at XOFF.
+    fn hold(&mut self, ingress: usize, len: usize) {
+        let Some(pfc) = self.cfg.pfc else { return };
+        self.ingress_bytes[ingress] += len;
+        if !self.pause_sent[ingress] && self.ingress_bytes[ingress] >= pfc.xoff_bytes {
+            self.pause_sent[ingress] = true;
+            let at = self.now + self.ports[ingress].delay_ns;
+            self.push(at, Kind::Pause(ingress, true));
+        }
+    }
+
+    /// The cable (leaf `l`, spine `s`) fails in both directions.
+    fn cable_down(&mut self, l: usize, s: usize, reroute_after_ns: Option<u64>) {
+        self.failures[l][s] += 1;
+        for p in [self.up[l][s], self.down[s][l]] {
+            for (ingress, len) in self.ports[p].fail() {
+                self.release(ingress, len);
+            }
+        }
+        if let Some(d) = reroute_after_ns {
+            let g = self.failures[l][s];
+            self.push(self.now + d, Kind::Withdraw(l, s, g));
+        }
+    }
+
+    /// The cable (leaf `l`, spine `s`) works again, and ECMP uses it.
+    fn cable_up(&mut self, l: usize, s: usize) {
+        self.routable[l][s] = true;
+        for p in [self.up[l][s], self.down[s][l]] {
+            self.ports[p].up = true;
+            self.start_tx(p);
+        }
     }
 
     /// The output port a switch node takes for a frame, by destination MAC
@@ -455,14 +641,14 @@ impl Fabric {
             if l == dl {
                 return Some(self.leaf_down[dst]);
             }
-            let live: Vec<usize> = (0..self.cfg.spines)
-                .filter(|&s| self.routable[l][s] && self.routable[dl][s])
-                .collect();
-            if live.is_empty() {
+            let live = |s: &usize| self.routable[l][*s] && self.routable[dl][*s];
+            let n_live = (0..self.cfg.spines).filter(live).count();
+            if n_live == 0 {
                 return None;
             }
-            let k = ecmp_hash(frame, self.salts[l]) % live.len() as u64;
-            Some(self.up[l][live[k as usize]])
+            let k = ecmp_hash(frame, self.salts[l]) % n_live as u64;
+            let s = (0..self.cfg.spines).filter(live).nth(k as usize)?;
+            Some(self.up[l][s])
         } else {
             Some(self.down[node - n - leaves][dl])
         }
@@ -488,16 +674,15 @@ impl Fabric {
             Kind::Arrive(i, frame) => {
                 let to = self.ports[i].to;
                 if to < self.cfg.hosts {
-                    if frame.len() >= DATA_FRAME {
-                        self.bin(to, &frame);
-                    }
                     self.hosts[to].handle_frame(self.now, &frame);
                     self.kick(to);
                     return Step::Host(to);
                 }
                 match self.route(to, &frame) {
                     Some(out) => {
-                        self.ports[out].enqueue(frame, &mut self.rng);
+                        if let Some(len) = self.ports[out].enqueue(frame, i, &mut self.rng) {
+                            self.hold(i, len);
+                        }
                         self.start_tx(out);
                     }
                     None => self.unroutable += 1,
@@ -517,22 +702,54 @@ impl Fabric {
                 let (a, b) = (self.up[e.leaf][e.spine], self.down[e.spine][e.leaf]);
                 match e.change {
                     CableChange::Down { reroute_after_ns } => {
-                        self.ports[a].fail();
-                        self.ports[b].fail();
-                        if let Some(d) = reroute_after_ns {
-                            self.push(self.now + d, Kind::Withdraw(e.leaf, e.spine));
-                        }
+                        self.cable_down(e.leaf, e.spine, reroute_after_ns);
                     }
                     CableChange::Degrade(f) => {
                         let f = f.clamp(1e-3, 1.0);
                         self.ports[a].rate_factor = f;
                         self.ports[b].rate_factor = f;
                     }
+                    CableChange::Flap {
+                        period_ns,
+                        down_ns,
+                        flaps,
+                        reroute_after_ns,
+                    } => {
+                        for k in 0..u64::from(flaps) {
+                            let at = self.now + k * period_ns;
+                            let (l, s) = (e.leaf, e.spine);
+                            self.push(at, Kind::CableDown(l, s, reroute_after_ns));
+                            self.push(at + down_ns.max(1), Kind::CableUp(l, s));
+                        }
+                    }
                 }
                 Step::Fabric
             }
-            Kind::Withdraw(l, s) => {
-                self.routable[l][s] = false;
+            Kind::CableDown(l, s, reroute) => {
+                self.cable_down(l, s, reroute);
+                Step::Fabric
+            }
+            Kind::CableUp(l, s) => {
+                self.cable_up(l, s);
+                Step::Fabric
+            }
+            Kind::Withdraw(l, s, g) => {
+                if self.failures[l][s] == g && !self.ports[self.up[l][s]].up {
+                    self.routable[l][s] = false;
+                }
+                Step::Fabric
+            }
+            Kind::Pause(i, on) => {
+                let now = self.now;
+                self.ports[i].pause(on, now);
+                if on {
+                    return Step::Fabric;
+                }
+                self.start_tx(i);
+                if i < self.cfg.hosts {
+                    self.kick(i);
+                    return Step::Host(i);
+                }
                 Step::Fabric
             }
         }
@@ -583,5 +800,64 @@ mod tests {
             hits[(ecmp_hash(&f, 7) % 8) as usize] += 1;
         }
         assert!(hits.iter().all(|&h| h > 64), "{hits:?}");
+    }
+
+    fn idle_fabric() -> Fabric {
+        let cfg = FabricConfig::non_blocking(8, 1);
+        Fabric::new(cfg, 1_000, |_, c| Device::new(c, [7; 32]))
+    }
+
+    #[test]
+    fn a_flapping_cable_goes_down_and_up_with_its_period() {
+        let mut f = idle_fabric();
+        f.schedule(CableEvent {
+            at_ns: 1_000,
+            leaf: 1,
+            spine: 2,
+            change: CableChange::Flap {
+                period_ns: 100,
+                down_ns: 40,
+                flaps: 3,
+                reroute_after_ns: Some(30),
+            },
+        });
+        let port = f.up[1][2];
+        // (time, cable up, routable) after each event.
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            if f.step() == Step::Idle {
+                break;
+            }
+            seen.push((f.now(), f.ports[port].up, f.routable[1][2]));
+        }
+        let mut want = vec![(1_000, true, true)];
+        for k in 0..3 {
+            let t = 1_000 + k * 100;
+            want.extend([
+                (t, false, true),
+                (t + 30, false, false),
+                (t + 40, true, true),
+            ]);
+        }
+        assert_eq!(seen, want);
+        assert_eq!(f.failures[1][2], 3);
+    }
+
+    #[test]
+    fn a_withdrawal_after_the_cable_came_back_is_ignored() {
+        let mut f = idle_fabric();
+        f.schedule(CableEvent {
+            at_ns: 0,
+            leaf: 0,
+            spine: 0,
+            change: CableChange::Flap {
+                period_ns: 100,
+                down_ns: 10,
+                flaps: 1,
+                reroute_after_ns: Some(50),
+            },
+        });
+        while f.step() != Step::Idle {}
+        assert!(f.routable[0][0] && f.ports[f.up[0][0]].up);
     }
 }

@@ -3,7 +3,8 @@
 //! ECN marking (a step threshold or RED between two thresholds), tail drop
 //! at the buffer size, optional packet trimming (SPEC §7.10) instead of the
 //! drop, and the link events of a run (down, degraded to a fraction of its
-//! rate).
+//! rate). Each queued frame remembers the port it came in on, so a switch
+//! in PFC mode can account its buffer per ingress port (see `super`).
 
 use super::super::SimRng;
 use super::super::link::mark_ce;
@@ -62,6 +63,10 @@ pub struct PortStats {
     pub trimmed: u64,
     /// Deepest the queue was, in bytes.
     pub max_queue_bytes: usize,
+    /// PFC pauses this port obeyed (it stopped sending).
+    pub pauses: u64,
+    /// Time this port spent paused by PFC.
+    pub paused_ns: u64,
 }
 
 /// One direction of a cable.
@@ -74,7 +79,9 @@ pub(super) struct Port {
     pub policy: QueuePolicy,
     pub up: bool,
     pub busy: bool,
-    queue: VecDeque<Vec<u8>>,
+    /// Paused by PFC since this time.
+    pub paused_since: Option<u64>,
+    queue: VecDeque<(Vec<u8>, usize)>,
     pub queued_bytes: usize,
     pub stats: PortStats,
 }
@@ -92,6 +99,7 @@ impl Port {
             policy,
             up: true,
             busy: false,
+            paused_since: None,
             queue: VecDeque::new(),
             queued_bytes: 0,
             stats: PortStats::default(),
@@ -104,11 +112,18 @@ impl Port {
         ((len as f64 * 8.0) / gbps).ceil() as u64
     }
 
-    /// Queues a frame, applying the drop, trim and marking disciplines.
-    pub fn enqueue(&mut self, mut frame: Vec<u8>, rng: &mut SimRng) {
+    /// Queues a frame that came in on port `ingress`, applying the drop,
+    /// trim and marking disciplines; returns the bytes queued (`None`:
+    /// dropped).
+    pub fn enqueue(
+        &mut self,
+        mut frame: Vec<u8>,
+        ingress: usize,
+        rng: &mut SimRng,
+    ) -> Option<usize> {
         if !self.up {
             self.stats.dropped += 1;
-            return;
+            return None;
         }
         let depth = self.queued_bytes;
         if depth.saturating_add(frame.len()) > self.policy.buffer_bytes {
@@ -116,7 +131,7 @@ impl Port {
                 Some(dscp) if trim(&mut frame, dscp) => self.stats.trimmed += 1,
                 _ => {
                     self.stats.dropped += 1;
-                    return;
+                    return None;
                 }
             }
         } else if let Some(e) = self.policy.ecn {
@@ -131,26 +146,45 @@ impl Port {
                 self.stats.marked += 1;
             }
         }
-        self.queued_bytes += frame.len();
+        let len = frame.len();
+        self.queued_bytes += len;
         self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queued_bytes);
-        self.queue.push_back(frame);
+        self.queue.push_back((frame, ingress));
+        Some(len)
     }
 
-    /// Takes the head frame to put on the wire (`None` when empty).
-    pub fn dequeue(&mut self) -> Option<Vec<u8>> {
-        let frame = self.queue.pop_front()?;
+    /// Takes the head frame to put on the wire, with the port it came in
+    /// on (`None` when empty).
+    pub fn dequeue(&mut self) -> Option<(Vec<u8>, usize)> {
+        let (frame, ingress) = self.queue.pop_front()?;
         self.queued_bytes -= frame.len();
         self.stats.tx_frames += 1;
         self.stats.tx_bytes += frame.len() as u64;
-        Some(frame)
+        Some((frame, ingress))
     }
 
-    /// The link goes down: what is queued is lost.
-    pub fn fail(&mut self) {
+    /// The link goes down: what is queued is lost. Returns the lost frames'
+    /// (ingress port, length).
+    pub fn fail(&mut self) -> Vec<(usize, usize)> {
         self.up = false;
         self.stats.dropped += self.queue.len() as u64;
-        self.queue.clear();
         self.queued_bytes = 0;
+        self.queue.drain(..).map(|(f, i)| (i, f.len())).collect()
+    }
+
+    /// PFC: stop sending at `now` (`on`), or resume.
+    pub fn pause(&mut self, on: bool, now: u64) {
+        match (on, self.paused_since) {
+            (true, None) => {
+                self.paused_since = Some(now);
+                self.stats.pauses += 1;
+            }
+            (false, Some(t)) => {
+                self.paused_since = None;
+                self.stats.paused_ns += now.saturating_sub(t);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -201,9 +235,9 @@ mod tests {
         let mut p = Port::new(0, 100.0, 1000, policy);
         let mut rng = SimRng::new(1);
         for _ in 0..3 {
-            p.enqueue(frame(1000), &mut rng);
+            p.enqueue(frame(1000), 0, &mut rng);
         }
-        p.enqueue(frame(1000), &mut rng);
+        p.enqueue(frame(1000), 0, &mut rng);
         assert_eq!((p.stats.dropped, p.queued_bytes), (1, 3000));
         assert!(p.dequeue().is_some());
         assert_eq!(p.queued_bytes, 2000);
@@ -245,14 +279,14 @@ mod tests {
         };
         let mut p = Port::new(0, 100.0, 0, policy);
         let mut rng = SimRng::new(1);
-        p.enqueue(vec![0u8; 60], &mut rng);
+        p.enqueue(vec![0u8; 60], 0, &mut rng);
         let whole = PacketBuilder::new(Opcode::RC_SEND_MIDDLE)
             .macs([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
             .ipv4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2))
             .payload(vec![0xAB; 1024])
             .build();
-        p.enqueue(whole, &mut rng);
-        p.enqueue(vec![0u8; 60], &mut rng);
+        p.enqueue(whole, 0, &mut rng);
+        p.enqueue(vec![0u8; 60], 0, &mut rng);
         assert_eq!((p.stats.trimmed, p.stats.dropped), (1, 1));
         assert_eq!(p.queued_bytes, 60 + 54);
     }
@@ -261,9 +295,9 @@ mod tests {
     fn a_down_port_drops_everything() {
         let mut p = Port::new(0, 100.0, 0, QueuePolicy::nic());
         let mut rng = SimRng::new(1);
-        p.enqueue(frame(100), &mut rng);
-        p.fail();
-        p.enqueue(frame(100), &mut rng);
+        p.enqueue(frame(100), 0, &mut rng);
+        assert_eq!(p.fail(), vec![(0, 100)]);
+        p.enqueue(frame(100), 0, &mut rng);
         assert_eq!((p.stats.dropped, p.dequeue()), (2, None));
     }
 }

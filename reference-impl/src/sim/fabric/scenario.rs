@@ -9,12 +9,13 @@ use crate::MpAttrs;
 use serde::Serialize;
 
 /// Names of the built-in scenarios.
-pub const NAMES: [&str; 7] = [
+pub const NAMES: [&str; 8] = [
     "permutation",
     "allreduce",
     "alltoall",
     "incast",
     "link-failure",
+    "flapping",
     "degraded",
     "mixed",
 ];
@@ -113,6 +114,18 @@ pub fn builtin(name: &str, hosts: usize, oversub: f64, seed: u64, size: Size) ->
                 reroute_after_ns: Some(500_000 / k),
             })],
         ),
+        "flapping" => (
+            Workload::Permutation {
+                bytes: mib(16),
+                msg_bytes: mib(1),
+            },
+            vec![cable(CableChange::Flap {
+                period_ns: 200_000 / k,
+                down_ns: 100_000 / k,
+                flaps: 8,
+                reroute_after_ns: Some(50_000 / k),
+            })],
+        ),
         "degraded" => (
             Workload::Permutation {
                 bytes: mib(8),
@@ -171,10 +184,11 @@ pub struct Summary {
     pub retransmitted_bytes: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
-    /// Time from a cable failure until the throughput of the failed
-    /// cable's leaf reaches 0.9 of its remaining ideal (its flows at line
-    /// rate × the fraction of its uplinks left), in base RTTs (`None`: no
-    /// failure, or it never got there).
+    /// Time from a cable failure until the goodput (bytes delivered in
+    /// order) of the flows from or to the failed cable's leaf reaches 0.9
+    /// of its remaining ideal (those flows at line rate × the fraction of
+    /// the leaf's uplinks left), in base RTTs (`None`: no failure, or it
+    /// never got there).
     pub recovery_rtts: Option<f64>,
     /// Whether a cable failed during the run.
     pub cable_failed: bool,
@@ -191,6 +205,10 @@ pub struct Summary {
     pub drops: u64,
     /// Frames the switches marked CE.
     pub ecn_marks: u64,
+    /// PFC pauses obeyed by all ports (0 without `pfc`).
+    pub pfc_pauses: u64,
+    /// Time ports spent paused by PFC, summed over ports.
+    pub pfc_paused_us: f64,
     /// Frames put on a wire, every hop counted.
     pub frames: u64,
     /// Fabric events processed.
@@ -231,18 +249,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Recovery after the first cable failure of `s`, in base RTTs: from the
-/// failure until the throughput of the failed cable's leaf (data frames
-/// from or to its hosts, bins one base RTT wide, 3-bin mean) reaches 0.9
-/// of what is left of its ideal: its flows at the host line rate, times
-/// the fraction of the leaf's uplinks still up. `None` when nothing failed
-/// or it never got there before the workload's first flow ended.
+/// failure until the goodput of the flows from or to the failed cable's
+/// leaf (bytes delivered in order, bins one base RTT wide unless the run
+/// was long enough to coarsen them, 3-bin mean) reaches 0.9 of what is
+/// left of its ideal: those flows at the host line rate, times the
+/// fraction of the leaf's uplinks still up. `None` when nothing failed or
+/// it never got there before the workload's first flow ended.
 fn recovery(s: &Scenario, plan: &[Msg], r: &RunResult, rtt_ns: f64) -> Option<f64> {
-    let (fail, leaf) = s.cables.iter().find_map(|c| match c.change {
-        CableChange::Down { .. } => Some((c.at_ns, c.leaf)),
-        CableChange::Degrade(_) => None,
-    })?;
-    let bins = &r.watched_bins;
-    let fb = (fail as f64 / rtt_ns) as usize;
+    let (fail, leaf) = s
+        .cables
+        .iter()
+        .find_map(|c| c.change.fails().then_some((c.at_ns, c.leaf)))?;
+    let series = r.watched.as_ref()?;
+    let (bins, w) = (series.bins(), series.width_ns() as f64);
+    let fb = (fail as f64 / w) as usize;
     let f = &s.fabric;
     let mut touching = std::collections::BTreeSet::new();
     // Until the first flow of the workload ends (then throughput falls
@@ -257,14 +277,14 @@ fn recovery(s: &Scenario, plan: &[Msg], r: &RunResult, rtt_ns: f64) -> Option<f6
             *e = (*e).max(t);
         }
     }
-    let per_bin = touching.len() as f64 * f.host_gbps / 8.0 * rtt_ns;
+    let per_bin = touching.len() as f64 * f.host_gbps / 8.0 * w;
     let left = 1.0 - 1.0 / f.spines as f64;
     let target = 0.9 * per_bin * left;
     let end = last.values().min().copied().unwrap_or(r.jct_ns);
-    let eb = ((end as f64 / rtt_ns) as usize).min(bins.len());
+    let eb = ((end as f64 / w) as usize).min(bins.len());
     (fb..eb.saturating_sub(3))
         .find(|&b| bins[b..b + 3].iter().sum::<u64>() as f64 / 3.0 >= target)
-        .map(|b| ((b as f64 * rtt_ns - fail as f64) / rtt_ns).max(0.0))
+        .map(|b| ((b as f64 * w - fail as f64) / rtt_ns).max(0.0))
 }
 
 /// Base RTT of a fabric: twice the path latency (data out, ACK back).
@@ -334,16 +354,15 @@ pub fn run_profile(s: &Scenario, profile: Profile, seed: u64) -> (Summary, RunRe
         retransmitted_bytes: r.retransmitted_packets * u64::from(PMTU),
         timeouts: r.timeouts,
         recovery_rtts: recovery(s, &plan, &r, rtt).map(round3),
-        cable_failed: s
-            .cables
-            .iter()
-            .any(|c| matches!(c.change, CableChange::Down { .. })),
+        cable_failed: s.cables.iter().any(|c| c.change.fails()),
         messages_lost: r.lost,
         duplicated: r.duplicated,
         errors: r.errors,
         max_queue_kib: round3(r.switch.max_queue_bytes as f64 / 1024.0),
         drops: r.switch.dropped,
         ecn_marks: r.switch.marked,
+        pfc_pauses: r.pfc_pauses,
+        pfc_paused_us: round3(r.pfc_paused_ns as f64 / 1e3),
         frames: r.frames,
         events: r.events,
     };
