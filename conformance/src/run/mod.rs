@@ -21,6 +21,8 @@ pub mod verdict;
 
 #[cfg(test)]
 mod livelock_tests;
+#[cfg(test)]
+mod margin_tests;
 
 use crate::vector::VectorSet;
 use capability::Expectations;

@@ -17,6 +17,12 @@
 //!    and sends what that and each received frame queued;
 //! 4. returns at `until_ns` at the latest (earlier is allowed).
 //!
+//! Before serving requests the server also calls `pump` with `until_ns`
+//! already reached, to give the device the time at which the verbs act:
+//! the data plane is the only caller of `handle_timeout`, so a driver that
+//! hands frames which waited in its queue before the timers fire (the
+//! raw driver's `catch_up_after`) decides that order everywhere.
+//!
 //! [`service`] and [`wait_deadline`] do steps 1 and 3 and compute the wait
 //! of step 2; a driver only adds its medium. The raw-socket driver
 //! (`drivers::raw::RawPort`, feature `raw`) is the same loop around an

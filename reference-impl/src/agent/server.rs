@@ -150,8 +150,16 @@ impl Server {
                 break Ok(());
             }
             self.accept(&jobs_tx, &mut conns, &mut next_conn);
+            // Verbs act at `now`. The time is given through the data plane
+            // (a pump that ends at once), never by firing the device's
+            // timers here: a driver hands the frames that waited in its
+            // queue first, so an acknowledgement that arrived while this
+            // thread was off the CPU stops the retransmission timeout it
+            // would otherwise lose to (issue 19, C1).
             let now = clock.now_ns();
-            self.agent.device_mut().handle_timeout(now); // verbs act at `now`
+            if let Err(e) = self.data_plane.pump(self.agent.device_mut(), &clock, now) {
+                break Err(e);
+            }
             self.serve_jobs(&jobs_rx, &mut conns, &mut pending, now);
             self.settle_pending(&mut pending, clock.now_ns());
             let until = clock.now_ns() + self.config.slice.as_nanos() as u64;
@@ -288,4 +296,70 @@ fn connection(id: u64, stream: TcpStream, jobs: Sender<Job>) {
     }
     let _ = stream.shutdown(Shutdown::Both);
     let _ = jobs.send(Job::Closed(id));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DeviceConfig;
+    use crate::agent::dispatch::AgentConfig;
+    use core::net::Ipv4Addr;
+
+    /// A data plane that gives the device time itself and counts the turns
+    /// at which it finds the device's time moved by someone else.
+    struct Watch {
+        last: Option<u64>,
+        pumps: u32,
+        foreign: u32,
+        stop: Arc<AtomicBool>,
+        seen: Arc<std::sync::Mutex<(u32, u32)>>,
+    }
+
+    impl DataPlane for Watch {
+        fn pump(&mut self, device: &mut crate::Device, clock: &Clock, _: u64) -> io::Result<()> {
+            if self.last.is_some_and(|t| device.now() != t) {
+                self.foreign += 1;
+            }
+            device.handle_timeout(clock.now_ns());
+            self.last = Some(device.now());
+            self.pumps += 1;
+            if self.pumps >= 20 {
+                self.stop.store(true, Ordering::SeqCst);
+            }
+            *self.seen.lock().unwrap() = (self.pumps, self.foreign);
+            // The server's clock is read after this returns: it is later.
+            std::thread::sleep(Duration::from_micros(50));
+            Ok(())
+        }
+    }
+
+    /// Issue 19, C1: the server fired the device's timers itself before
+    /// each round of requests, so a retransmission timeout could fire
+    /// while the acknowledgement that stops it waited in the driver's
+    /// queue. Only the data plane may give the device time.
+    #[test]
+    fn only_the_data_plane_gives_the_device_time() {
+        let device = DeviceConfig::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 99, 0, 1));
+        let agent = Agent::new(AgentConfig::reference(device, [3; 32]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(std::sync::Mutex::new((0, 0)));
+        let watch = Watch {
+            last: None,
+            pumps: 0,
+            foreign: 0,
+            stop: Arc::clone(&stop),
+            seen: Arc::clone(&seen),
+        };
+        let server = Server::bind(
+            "127.0.0.1:0",
+            agent,
+            Box::new(watch),
+            ServerConfig::default(),
+        )
+        .unwrap();
+        server.run(&stop).unwrap();
+        let (pumps, foreign) = *seen.lock().unwrap();
+        assert!(pumps >= 20, "the server pumped {pumps} times");
+        assert_eq!(foreign, 0, "the device's time moved outside the data plane");
+    }
 }

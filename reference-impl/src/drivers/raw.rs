@@ -38,9 +38,10 @@
 //! a NIC drops when its ring is full. A received frame is handed to the
 //! device from the port's one receive buffer, without a copy or an
 //! allocation. Time is [`Clock`] (an `Instant`) in nanoseconds. With
-//! [`RawConfig::catch_up_after`] (the programs that move data), a service
-//! of the device that comes that long after the previous one first hands
-//! it the frames that arrived in between, then fires its timers: a process
+//! [`RawConfig::catch_up_after`] (the programs that move data, and the
+//! agent), a service of the device that comes that long after the previous
+//! one, or finds one of its timers due, first hands it the frames that
+//! arrived in between, then fires its timers: a process
 //! that waited milliseconds for a core then reads the acknowledgements
 //! that came meanwhile before its retransmission timer can expire.
 //! Frames are built and parsed only by the codec inside the device; the
@@ -73,8 +74,38 @@ const RX_ERROR_BACKOFF: Duration = Duration::from_millis(1);
 /// Frames one [`RawPort::receive`] takes from the socket at most before
 /// the device's owner gets its turn (and what the device queued is sent).
 pub const RX_BATCH: usize = 64;
+/// Frames not for the device (filtered, oversize, receive errors) one
+/// receive or catch-up reads past at most, besides its [`RX_BATCH`] frames
+/// for the device. Without `ipv4_only` the socket gets a copy of every
+/// frame the device sends: after a burst, those copies are queued ahead of
+/// the acknowledgements that came back, and a batch counted in frames read
+/// rather than frames handed stopped at the copies, so the device's timers
+/// fired before it saw the acknowledgements (issue 19, C1: 64 copies of a
+/// retransmission burst and its probes ahead of the MP ACK that covered
+/// the next four retransmissions).
+const RX_SKIP_MAX: usize = 16 * RX_BATCH;
+
+/// How far one batch of receives has gone: frames handed to the device
+/// and frames skipped, each with its own bound.
+#[derive(Clone, Copy, Debug, Default)]
+struct Batch {
+    handed: usize,
+    skipped: usize,
+}
+
+impl Batch {
+    /// Whether another frame may be read.
+    fn more(&self) -> bool {
+        self.handed < RX_BATCH && self.skipped < RX_SKIP_MAX
+    }
+
+    /// Whether nothing has been read yet (the first read may wait).
+    fn first(&self) -> bool {
+        self.handed == 0 && self.skipped == 0
+    }
+}
 /// [`RawConfig::catch_up_after`] of the programs that move data
-/// (`metaroce-ref peer`, `perf`, `pingpong`).
+/// (`metaroce-ref peer`, `perf`, `pingpong`) and of the agent's data plane.
 pub const CATCH_UP_AFTER: Duration = Duration::from_millis(1);
 
 /// Options of [`RawPort::open`] and [`RawDriver::open`].
@@ -461,8 +492,7 @@ impl RawPort {
     /// ([`Self::catch_up`]).
     fn take_from(&mut self, device: &mut Device, now: u64) {
         if let Some(after) = self.catch_up_after {
-            let gap = self.last_service.map_or(0, |t| now.saturating_sub(t));
-            if gap >= after {
+            if catch_up_due(after, self.last_service, device.poll_timeout(), now) {
                 self.catch_up(device, now);
             }
             self.last_service = Some(now);
@@ -491,12 +521,12 @@ impl RawPort {
     /// what the device queued meanwhile leaves after the catch-up.
     fn catch_up(&mut self, device: &mut Device, now: u64) {
         let mac = device.config().mac;
-        let mut handed = false;
-        for _ in 0..RX_BATCH {
+        let mut batch = Batch::default();
+        while batch.more() {
             match self.recv_one(mac, Duration::ZERO) {
                 Ok(Rx::Frame(len)) => {
                     device.handle_frame(now, &self.rx_buf[..len]);
-                    handed = true;
+                    batch.handed += 1;
                     // Queued, not sent, until the catch-up is over: every
                     // frame of it is handed over at the same `now`, so an
                     // answer to a frame sent now, read before the end,
@@ -507,12 +537,12 @@ impl RawPort {
                         self.tx_queue.push(frame);
                     }
                 }
-                Ok(Rx::Skipped) => {}
+                Ok(Rx::Skipped) => batch.skipped += 1,
                 // A failure for good is returned by the next `receive`.
                 Ok(Rx::Empty) | Err(_) => break,
             }
         }
-        if handed {
+        if batch.handed > 0 {
             self.stats.catch_ups += 1;
         }
     }
@@ -631,9 +661,13 @@ impl RawPort {
         timeout: Duration,
     ) -> Result<bool, RawError> {
         let mac = device.config().mac;
-        let mut handed = false;
-        for i in 0..RX_BATCH {
-            let wait = if i == 0 { timeout } else { Duration::ZERO };
+        let mut batch = Batch::default();
+        while batch.more() {
+            let wait = if batch.first() {
+                timeout
+            } else {
+                Duration::ZERO
+            };
             match self.recv_one(mac, wait) {
                 Ok(Rx::Frame(len)) => {
                     let now = clock.now_ns();
@@ -641,12 +675,12 @@ impl RawPort {
                     if self.service == Service::PerFrame {
                         self.take_from(device, now);
                     }
-                    handed = true;
+                    batch.handed += 1;
                 }
-                Ok(Rx::Skipped) => {}
+                Ok(Rx::Skipped) => batch.skipped += 1,
                 Ok(Rx::Empty) => break,
                 Err(e) => {
-                    if handed && self.service == Service::PerBatch {
+                    if batch.handed > 0 && self.service == Service::PerBatch {
                         self.take_from(device, clock.now_ns());
                     }
                     self.send_queued();
@@ -654,11 +688,11 @@ impl RawPort {
                 }
             }
         }
-        if handed && self.service == Service::PerBatch {
+        if batch.handed > 0 && self.service == Service::PerBatch {
             self.take_from(device, clock.now_ns());
         }
         self.send_queued();
-        Ok(handed)
+        Ok(batch.handed > 0)
     }
 }
 
@@ -678,6 +712,19 @@ impl DataPlane for RawPort {
                 .map_err(io::Error::other)?;
         }
     }
+}
+
+/// Whether a service of the device at `now` first hands it the frames
+/// queued in the socket ([`RawConfig::catch_up_after`] = `after`, in ns):
+/// when the previous service (`last`) is `after` or more ago, or when one
+/// of the device's timers (`next_timer`, its `poll_timeout`) is due. A
+/// timer that is due must not beat a frame that arrived before it: the
+/// acknowledgement waiting in the socket stops the retransmission it would
+/// fire (issue 19, C1: an MP requester off the CPU for 660 µs, less than
+/// `after`, retransmitted 29 packets that two queued ACKs covered).
+fn catch_up_due(after: u64, last: Option<u64>, next_timer: Option<u64>, now: u64) -> bool {
+    let gap = last.map_or(0, |t| now.saturating_sub(t));
+    gap >= after || next_timer.is_some_and(|t| t <= now)
 }
 
 /// A [`Device`] on its own [`RawPort`], with the polling loop. See the
@@ -801,6 +848,59 @@ mod tests {
     use super::*;
     use crate::DeviceConfig;
     use core::net::Ipv4Addr;
+
+    #[test]
+    fn queued_frames_come_before_a_due_timer() {
+        let ms = 1_000_000;
+        // A long gap since the previous service.
+        assert!(catch_up_due(ms, Some(0), None, 5 * ms));
+        // A short gap and no timer due: the timers fire at once.
+        assert!(!catch_up_due(ms, Some(4 * ms + 340_000), None, 5 * ms));
+        assert!(!catch_up_due(
+            ms,
+            Some(4 * ms + 340_000),
+            Some(6 * ms),
+            5 * ms
+        ));
+        assert!(!catch_up_due(ms, None, None, 5 * ms));
+        // A short gap but a timer due (the retransmission timeout of C1):
+        // the queued acknowledgements first.
+        assert!(catch_up_due(
+            ms,
+            Some(4 * ms + 340_000),
+            Some(5 * ms),
+            5 * ms
+        ));
+        assert!(catch_up_due(ms, None, Some(3 * ms), 5 * ms));
+    }
+
+    #[test]
+    fn copies_of_sent_frames_do_not_use_up_a_batch() {
+        // A burst of 64 frames sent (their copies queued first), then the
+        // acknowledgement: the batch reads past the copies to it.
+        let mut batch = Batch::default();
+        assert!(batch.first());
+        for _ in 0..RX_BATCH {
+            assert!(batch.more());
+            batch.skipped += 1;
+        }
+        assert!(!batch.first());
+        assert!(
+            batch.more(),
+            "the acknowledgement behind the copies is read"
+        );
+        batch.handed += 1;
+        // Both bounds hold.
+        while batch.more() {
+            batch.handed += 1;
+        }
+        assert_eq!(batch.handed, RX_BATCH);
+        let mut skips = Batch::default();
+        while skips.more() {
+            skips.skipped += 1;
+        }
+        assert_eq!(skips.skipped, RX_SKIP_MAX);
+    }
 
     #[test]
     fn unknown_interface_is_an_error_not_a_panic() {

@@ -106,8 +106,21 @@ pub fn run_test_with_context(
         ctx: None,
         start_ns: 0,
         deregistered: Default::default(),
+        anchor_ns: None,
+        gave_up: None,
     };
-    let outcome = t.run();
+    let outcome = match (t.run(), &t.gave_up) {
+        (
+            Err(Stop::Fail {
+                requirement,
+                reason,
+            }),
+            Some(why),
+        ) => Err(Stop::Inconc(format!(
+            "{why}; a later step could not be judged ({requirement}: {reason})"
+        ))),
+        (outcome, _) => outcome,
+    };
     let (verdict, reason, failed_requirement) = match outcome {
         Ok(()) => (Verdict::Pass, None, None),
         Err(Stop::Fail {
@@ -188,6 +201,16 @@ struct Test<'a> {
     start_ns: u64,
     /// MRs a `dereg_mr` step removed: their canaries are gone with them.
     deregistered: std::collections::BTreeSet<String>,
+    /// When the latest frame of the exchange passed the harness: just
+    /// before it sent its latest frame, or when the latest frame an
+    /// `expect` matched arrived. A quiet window that bounds a timer from
+    /// below starts here, not when the harness reaches that step (D2).
+    anchor_ns: Option<u64>,
+    /// Set when an `expect_no_completion` step saw the IUT give up with
+    /// RETRY_EXC_ERR (its own retry budget ran out, which the step's
+    /// frame did not cause): a later FAIL is INCONC, since the QP is in
+    /// the error state for a reason the vector did not intend (D3).
+    gave_up: Option<String>,
 }
 
 fn agent_ok(reply: Value, what: &str) -> Result<Map<String, Value>, String> {

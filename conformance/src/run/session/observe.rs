@@ -79,6 +79,7 @@ impl Test<'_> {
                 };
                 match check_fields(&view, &e.fields, self.ctx()) {
                     Ok(()) => {
+                        self.anchor_ns = Some(o.at_ns);
                         self.log(
                             Direction::Received,
                             o.at_ns,
@@ -136,8 +137,15 @@ impl Test<'_> {
         // A quiet window that bounds a timer from below shrinks on a live
         // IUT by the margin (delays only make packets look later); one that
         // says "never answered" grows by it, so a delayed answer is still
-        // seen.
-        let now = self.iut.now_ns();
+        // seen. The lower bound runs from the frame that started the timer
+        // (the harness's latest send, or the IUT frame the latest `expect`
+        // matched), not from when the harness got to this step: a harness
+        // that reached it late would otherwise judge a packet sent on time
+        // early (D2). A frame is then judged by when it arrived.
+        let now = self
+            .anchor_ns
+            .filter(|_| e.lower_bound)
+            .map_or_else(|| self.iut.now_ns(), |a| a.min(self.iut.now_ns()));
         let window = e.within_us.saturating_mul(1_000);
         let deadline = if e.lower_bound {
             if !self.iut.virtual_time() && window <= self.bed.margin_ns {
@@ -159,6 +167,11 @@ impl Test<'_> {
             self.deadline(e.within_us)
         };
         while let Some((o, view)) = self.next_frame(deadline)? {
+            if e.lower_bound && o.at_ns >= deadline {
+                // After the quiet window: the next step's.
+                self.pending.push_front(o);
+                break;
+            }
             if e.fields.is_empty() || check_fields(&view, &e.fields, self.ctx()).is_ok() {
                 let reason = format!(
                     "no packet may arrive within {} µs; got {}",

@@ -11,6 +11,8 @@ impl Test<'_> {
                 let frame = build(s, ctx).map_err(|e| Stop::Error(format!("send: {e}")))?;
                 let copies = s.repeat.unwrap_or(1).clamp(1, 10_000);
                 for _ in 0..copies {
+                    // The frame cannot reach the IUT before this time.
+                    self.anchor_ns = Some(self.iut.now_ns());
                     // A held frame (a burst's) leaves without the IUT
                     // answering before the next step.
                     if s.hold {
@@ -76,6 +78,19 @@ impl Test<'_> {
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
+                if let Some(why) = gave_up(&got) {
+                    // D3: the IUT's retry budget ran out within the
+                    // window (its margin included): the step's frame
+                    // completed nothing, its own timers did (MR-MPL-8,
+                    // MR-TMR: RETRY_EXC_ERR after retry_cnt retries).
+                    let detail = format!(
+                        "no completion caused by the step; {why} within {}",
+                        self.window_text(w.within_us)
+                    );
+                    self.gave_up = Some(format!("step {}: {detail}", self.step.unwrap_or(0)));
+                    self.record("expect_no_completion", true, detail);
+                    return Ok(());
+                }
                 if let Some(first) = got.first() {
                     let reason = format!("a completion appeared where none may: {first}");
                     self.record("expect_no_completion", false, reason.clone());
@@ -311,5 +326,46 @@ impl Test<'_> {
                 Err(self.fail(requirement, reason))
             }
         }
+    }
+}
+
+/// Whether `completions` are the IUT giving up on its own: the first is
+/// RETRY_EXC_ERR (the retry budget of a requester whose packets were not
+/// acknowledged ran out), the others RETRY_EXC_ERR or WR_FLUSH_ERR (the
+/// work requests flushed behind it). Returns what the IUT reported.
+fn gave_up(completions: &[Value]) -> Option<String> {
+    let status = |c: &Value| {
+        c.get("status_name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let first = completions.first()?;
+    if status(first).as_deref() != Some("RETRY_EXC_ERR") {
+        return None;
+    }
+    let rest_ok = completions[1..]
+        .iter()
+        .all(|c| matches!(status(c).as_deref(), Some("RETRY_EXC_ERR" | "WR_FLUSH_ERR")));
+    rest_ok.then(|| format!("the IUT gave up with RETRY_EXC_ERR ({first})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gave_up;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_retry_budget_running_out_is_giving_up() {
+        let exc = json!({"wr_id": 1, "status_name": "RETRY_EXC_ERR"});
+        let flush = json!({"wr_id": 2, "status_name": "WR_FLUSH_ERR"});
+        let ok = json!({"wr_id": 1, "status_name": "SUCCESS"});
+        let rnr = json!({"wr_id": 1, "status_name": "RNR_RETRY_EXC_ERR"});
+        assert!(gave_up(std::slice::from_ref(&exc)).is_some());
+        assert!(gave_up(&[exc.clone(), flush.clone()]).is_some());
+        assert!(gave_up(&[]).is_none());
+        assert!(gave_up(std::slice::from_ref(&ok)).is_none());
+        assert!(gave_up(&[rnr]).is_none());
+        assert!(gave_up(&[flush, exc.clone()]).is_none());
+        assert!(gave_up(&[exc, ok]).is_none());
     }
 }
