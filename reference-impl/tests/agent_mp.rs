@@ -786,7 +786,8 @@ fn losses_on_mp_qps_show_in_the_agents_counters() {
     let mut b = agent(MAC_B, IP_B, 4);
     let (sa, sb) = (side(&mut a), side(&mut b));
     let (qa, qb) = (create_qp(&mut a, &sa), create_qp(&mut b, &sb));
-    let mp = json!({"mp": true, "mp_entropy_set_size": 16});
+    // K = 3 through the agent attribute (the §10.3 default is 32).
+    let mp = json!({"mp": true, "mp_entropy_set_size": 16, "mp_reorder_threshold": 3});
     connect(&mut a, qa, qb, MAC_B, IP_B, Some(mp.clone()));
     connect(&mut b, qb, qa, MAC_A, IP_A, Some(mp));
     let data = pattern(6000, 11);
