@@ -120,6 +120,10 @@ fn mp_attribute_rules_on_init_to_rtr() {
         (same_dscp, "bad_value", "mp_trim_dscp"),
         // Flow-label entropy needs IPv6, which the reference lacks.
         (mp(json!({"mp_flow_label_entropy": true})), "unsupported", "mp_flow_label_entropy"),
+        // mp_reorder_threshold: K in 1..=64 (SPEC §10.3); an MP parameter.
+        (mp(json!({"mp_reorder_threshold": 0})), "out_of_range", "mp_reorder_threshold"),
+        (mp(json!({"mp_reorder_threshold": 65})), "out_of_range", "mp_reorder_threshold"),
+        (json!({"mp_reorder_threshold": 3}), "unexpected_attribute", "mp_reorder_threshold"),
     ];
     for (extra, code, field) in rules {
         rejected(&mut a, q, extra, code, &format!("attrs.{field}"));
