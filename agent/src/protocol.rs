@@ -538,6 +538,10 @@ pub struct Attrs {
     /// Over IPv6, the flow label carries the entropy value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mp_flow_label_entropy: Option<bool>,
+    /// The requester's reorder threshold K (`mp_reorder_threshold`, SPEC
+    /// §10.3, 1–64), a local setting; absent: the implementation's value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_reorder_threshold: Option<u8>,
 }
 
 impl Attrs {
@@ -554,6 +558,7 @@ impl Attrs {
                 "mp_flow_label_entropy",
                 self.mp_flow_label_entropy.is_some(),
             ),
+            ("mp_reorder_threshold", self.mp_reorder_threshold.is_some()),
         ]
         .into_iter()
         .filter(|(_, on)| *on)

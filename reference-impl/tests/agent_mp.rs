@@ -120,6 +120,10 @@ fn mp_attribute_rules_on_init_to_rtr() {
         (same_dscp, "bad_value", "mp_trim_dscp"),
         // Flow-label entropy needs IPv6, which the reference lacks.
         (mp(json!({"mp_flow_label_entropy": true})), "unsupported", "mp_flow_label_entropy"),
+        // mp_reorder_threshold: K in 1..=64 (SPEC §10.3); an MP parameter.
+        (mp(json!({"mp_reorder_threshold": 0})), "out_of_range", "mp_reorder_threshold"),
+        (mp(json!({"mp_reorder_threshold": 65})), "out_of_range", "mp_reorder_threshold"),
+        (json!({"mp_reorder_threshold": 3}), "unexpected_attribute", "mp_reorder_threshold"),
     ];
     for (extra, code, field) in rules {
         rejected(&mut a, q, extra, code, &format!("attrs.{field}"));
@@ -786,7 +790,8 @@ fn losses_on_mp_qps_show_in_the_agents_counters() {
     let mut b = agent(MAC_B, IP_B, 4);
     let (sa, sb) = (side(&mut a), side(&mut b));
     let (qa, qb) = (create_qp(&mut a, &sa), create_qp(&mut b, &sb));
-    let mp = json!({"mp": true, "mp_entropy_set_size": 16});
+    // K = 3 through the agent attribute (the §10.3 default is 32).
+    let mp = json!({"mp": true, "mp_entropy_set_size": 16, "mp_reorder_threshold": 3});
     connect(&mut a, qa, qb, MAC_B, IP_B, Some(mp.clone()));
     connect(&mut b, qb, qa, MAC_A, IP_A, Some(mp));
     let data = pattern(6000, 11);

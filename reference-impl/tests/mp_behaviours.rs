@@ -24,8 +24,13 @@ fn unconnected_pair() -> (Device, Device, End, End, Params) {
 /// Two MP devices (A requester, B responder) with their ends.
 fn mp_pair() -> (Device, Device, End, End) {
     let (mut a, mut b, ea, eb, p) = unconnected_pair();
+    // Written for K = 3, the SPEC §10.3 default until 2026-12-01 (now 32).
     let mp = |seed| MpAttrs {
         entropy: MpEntropy::Seeded { n: 16, seed },
+        tuning: MpTuning {
+            reorder_threshold: 3,
+            ..MpTuning::default()
+        },
         ..MpAttrs::default()
     };
     connect_mp(&mut a, ea, eb, IP_B, MAC_B, p, &mp(9));

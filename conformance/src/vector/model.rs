@@ -218,6 +218,11 @@ pub struct MpSetup {
     /// the values when absent.
     #[serde(default)]
     pub entropy_set: Option<Vec<u16>>,
+    /// The requester's reorder threshold K (`mp_reorder_threshold`, SPEC
+    /// §10.3, 1–64), for vectors written for a given K; the IUT's own
+    /// value when absent.
+    #[serde(default)]
+    pub reorder_threshold: Option<u8>,
 }
 
 fn default_entropy() -> u16 {

@@ -179,10 +179,21 @@ pub(super) fn negotiate(
             "flow-label entropy needs IPv6 (profile ipv6 and mp_flow_label_entropy: false)",
         ));
     }
+    let mut tuning = MpTuning::default();
+    if let Some(k) = a.mp_reorder_threshold {
+        if !(1..=64).contains(&k) {
+            return Err(bad(
+                ErrorCode::OutOfRange,
+                &field("mp_reorder_threshold"),
+                format!("{k} is outside 1..=64 (SPEC §10.3)"),
+            ));
+        }
+        tuning.reorder_threshold = k;
+    }
     Ok(Some(MpAttrs {
         entropy,
         window,
         trim_dscp: a.mp_trim_dscp,
-        tuning: MpTuning::default(),
+        tuning,
     }))
 }

@@ -56,7 +56,7 @@ impl Default for MpTuning {
     /// The defaults of SPEC §10.3.
     fn default() -> Self {
         MpTuning {
-            reorder_threshold: 3,
+            reorder_threshold: 32,
             ack_coalesce_count: 16,
             ack_coalesce_time_ns: 8_000,
             rto_init_ns: 1_000_000,

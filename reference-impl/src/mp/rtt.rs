@@ -58,12 +58,18 @@ impl RttEstimator {
 
     /// MR-MPL-2: RTO with bounds and the doubling after expiries.
     pub(crate) fn rto(&self) -> u64 {
-        let base = match self.srtt {
+        self.rto_undoubled()
+            .saturating_mul(1u64 << self.backoff.min(30))
+            .min(self.max)
+    }
+
+    /// The RTO with its bounds but without the doubling: at an expiry,
+    /// every transmission older than this is deemed lost (§7.8 rule (b)).
+    pub(crate) fn rto_undoubled(&self) -> u64 {
+        match self.srtt {
             None => self.init,
             Some(s) => (s + 4 * self.rttvar).clamp(self.min, self.max),
-        };
-        base.saturating_mul(1u64 << self.backoff.min(30))
-            .min(self.max)
+        }
     }
 
     /// An RTO expiry.

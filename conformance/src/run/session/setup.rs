@@ -144,6 +144,7 @@ impl Test<'_> {
                         window: 1024,
                         trim_dscp: None,
                         entropy_set: None,
+                        reorder_threshold: None,
                     });
                     a["mp"] = Value::Bool(true);
                     a["mp_entropy_set_size"] = mp.entropy_set_size.into();
@@ -153,6 +154,9 @@ impl Test<'_> {
                     }
                     if let Some(set) = &mp.entropy_set {
                         a["mp_entropy_set"] = set.clone().into();
+                    }
+                    if let Some(k) = mp.reorder_threshold {
+                        a["mp_reorder_threshold"] = k.into();
                     }
                 }
                 a

@@ -40,7 +40,7 @@ pub struct FabricArgs {
     #[arg(long)]
     small: bool,
     /// MP reorder threshold K (SPEC §10.3 `mp_reorder_threshold`, 1–64;
-    /// default: the SPEC default, 3).
+    /// default: the SPEC default, 32).
     #[arg(long)]
     mp_reorder: Option<u8>,
     /// Lossless fabric: PFC pauses (XOFF 256 KiB, XON 128 KiB per

@@ -111,9 +111,11 @@ pub struct PerfArgs {
     /// decrease), as `--ack-timeout` is for Base.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
     mp_rto_min_us: u64,
-    /// MP: `mp_reorder_threshold` K (1–64; SPEC §10.3 default 3). A veth
-    /// reorders when the sending process moves to the other core between
-    /// two batches (each core's backlog is processed apart).
+    /// MP: `mp_reorder_threshold` K (1–64; SPEC §10.3 default 32 since
+    /// 2026-12-01; this command keeps 3, the value docs/speed.md was
+    /// measured with). A veth reorders when the sending process moves to
+    /// the other core between two batches (each core's backlog is
+    /// processed apart).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=64))]
     mp_reorder_threshold: u8,
     /// MP: `mp_ack_coalesce_time` in µs (1–64; SPEC §10.3 default 8). The

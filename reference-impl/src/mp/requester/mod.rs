@@ -469,13 +469,27 @@ impl MpRequester {
             }
         }
         let rto = self.rtt.rto();
+        // Rule (b) of §7.8 (MR-MPL-5): the timer expires when the oldest
+        // transmission in flight is older than the RTO (doubled after
+        // expiries, MR-MPL-2); the expiry then deems lost every unit whose
+        // latest transmission is older than the RTO without doubling, as
+        // TCP's RTO resends the whole flight (RFC 6298 §5.4, RFC 8985
+        // §6.3). Expiring one unit per doubled RTO left the rest of a
+        // burst lost in an incast counted in flight, cwnd full, and the QP
+        // out of retries (issue 20).
+        let sweep = self.rtt.rto_undoubled();
         let mut expired = Vec::new();
+        let mut due = false;
         for (seq, key) in self.by_tx.iter() {
             if !self.live(seq, key) {
                 continue;
             }
             match self.units.get(key) {
-                Some(u) if u.tx_time + rto <= now => expired.push(key),
+                Some(u) if !due && u.tx_time + rto <= now => {
+                    due = true;
+                    expired.push(key);
+                }
+                Some(u) if due && u.tx_time + sweep <= now => expired.push(key),
                 _ => break,
             }
         }

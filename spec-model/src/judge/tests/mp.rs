@@ -33,10 +33,13 @@ fn sack(cum: u32, base: u32, bits: u64) -> Pkt {
 }
 
 fn cfg() -> ConversationConfig {
-    ConversationConfig {
+    let mut c = ConversationConfig {
         pmtu: Some(256),
         ..ConversationConfig::default()
-    }
+    };
+    // Written for K = 3, the §10.3 default until 2026-12-01.
+    c.mp.reorder_threshold = 3;
+    c
 }
 
 #[test]

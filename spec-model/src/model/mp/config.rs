@@ -66,7 +66,7 @@ impl Default for MpConfig {
             window: 1024,
             trim_dscp: None,
             trimming: false,
-            reorder_threshold: 3,
+            reorder_threshold: 32,
             ack_coalesce_count: 16,
             ack_coalesce_time: 8_000,
             ack_prompt_max: 4_000,

@@ -10,6 +10,8 @@ fn cfg() -> MpConfig {
     MpConfig {
         pmtu: 256,
         entropy_set: vec![1, 2, 3],
+        // Written for K = 3, the §10.3 default until 2026-12-01.
+        reorder_threshold: 3,
         ..MpConfig::default()
     }
 }

@@ -54,16 +54,20 @@ impl MpRequester {
         }
     }
 
-    /// Rule (b) at `now`: units whose latest transmission is older than the
-    /// RTO (MR-MPL-5), and atomics without an Atomic Acknowledge (MR-MPP-14).
-    /// An expiry doubles the RTO (MR-MPL-2); more than `retry_cnt` expiries in
-    /// a row end the QP (MR-MPL-8). Returns the outcomes of the expiry.
+    /// Rule (b) at `now`: the RTO expires when some unit's latest
+    /// transmission is older than the RTO (doubled after expiries, MR-MPL-2);
+    /// the expiry then deems lost every unit whose latest transmission is
+    /// older than the RTO without doubling (MR-MPL-5), and resends atomics
+    /// without an Atomic Acknowledge (MR-MPP-14). More than `retry_cnt`
+    /// expiries in a row end the QP (MR-MPL-8). Returns the outcomes of the
+    /// expiry.
     pub(crate) fn detect_timeout(&mut self, now: u64) -> Outcomes {
         let rto = self.rtt.rto(&self.cfg);
-        let expired: Vec<u64> = self
+        let sweep = self.rtt.rto_undoubled(&self.cfg);
+        let timed: Vec<(u64, u64)> = self
             .segs
             .iter()
-            .filter(|(_, s)| s.lost.is_none() && now.saturating_sub(s.tx_time) >= rto)
+            .filter(|(_, s)| s.lost.is_none())
             .filter(|(_, s)| {
                 !s.acked
                     || self.wrs.get(&s.wr).is_some_and(|w| {
@@ -71,11 +75,16 @@ impl MpRequester {
                             && w.atomic_done.is_none()
                     })
             })
-            .map(|(&i, _)| i)
+            .map(|(&i, s)| (i, now.saturating_sub(s.tx_time)))
             .collect();
-        if expired.is_empty() {
+        if !timed.iter().any(|&(_, age)| age >= rto) {
             return Outcomes::none();
         }
+        let expired: Vec<u64> = timed
+            .iter()
+            .filter(|&&(_, age)| age >= sweep)
+            .map(|&(i, _)| i)
+            .collect();
         for i in &expired {
             if let Some(s) = self.segs.get_mut(i) {
                 // An acknowledged atomic awaiting its Atomic Acknowledge is sent again.

@@ -35,15 +35,22 @@ impl RttState {
     /// RTO = min(max, max(min, srtt + 4 rttvar)), `mp_rto_init` before the
     /// first sample, doubled per expiry up to `mp_rto_max` (MR-MPL-2).
     pub fn rto(&self, cfg: &MpConfig) -> u64 {
-        let base = match self.srtt {
-            None => cfg.rto_init,
-            Some(s) => (s + 4 * self.rttvar).clamp(cfg.rto_min, cfg.rto_max),
-        };
+        let base = self.rto_undoubled(cfg);
         let mut rto = base;
         for _ in 0..self.backoff {
             rto = rto.saturating_mul(2).min(cfg.rto_max);
         }
         rto.min(cfg.rto_max.max(base))
+    }
+
+    /// The RTO before doubling: min(max, max(min, srtt + 4 rttvar)), or
+    /// `mp_rto_init` before the first sample. At an expiry every unit whose
+    /// latest transmission is at least this old is deemed lost (§7.8 rule (b)).
+    pub fn rto_undoubled(&self, cfg: &MpConfig) -> u64 {
+        match self.srtt {
+            None => cfg.rto_init,
+            Some(s) => (s + 4 * self.rttvar).clamp(cfg.rto_min, cfg.rto_max),
+        }
     }
 
     /// srtt, or `mp_base_rtt` before the first sample.

@@ -15,6 +15,9 @@ pub(crate) fn cfg() -> MpConfig {
         pmtu: 256,
         entropy_set: vec![0xC000, 0xC001, 0xC002, 0xC003],
         window: 64,
+        // The tests were written for K = 3 (the §10.3 default until
+        // 2026-12-01); rule (a) is the same for every K.
+        reorder_threshold: 3,
         ..MpConfig::default()
     }
 }
@@ -244,6 +247,27 @@ fn rto_loss_and_backoff_mr_mpl_5_mr_mpl_2() {
     let (r, o) = r.on_timer(rto);
     assert_eq!(required_psns(&o), vec![0], "MR-MPL-5");
     assert_eq!(r.rtt.rto(&r.cfg), 2 * rto, "MR-MPL-2: doubled");
+}
+
+#[test]
+fn an_expiry_sweeps_every_unit_older_than_the_undoubled_rto_mr_mpl_5() {
+    // PSN 0 at t = 0 and PSN 1 at t = 1; the first expiry (t = R) deems
+    // PSN 0 lost and doubles the RTO. PSN 0 is resent at R. The next expiry
+    // is PSN 1's, at 1 + 2R: it deems lost every unit older than R, the
+    // resent PSN 0 too (§7.8 rule (b), changed 2026-12-01, issue 20).
+    let (r, _) = sent_write(2);
+    let rto = r.rtt.rto(&r.cfg);
+    let (r, o) = r.on_timer(rto);
+    assert_eq!(required_psns(&o), vec![0], "MR-MPL-5");
+    let (r, f, _) = send_next(&r, rto);
+    assert!(f.is_empty(), "{f:?}");
+    let (_, o) = r.on_timer(2 * rto);
+    assert!(required_psns(&o).is_empty(), "MR-MPL-4: not before 1 + 2R");
+    let (r, o) = r.on_timer(1 + 2 * rto);
+    let mut lost = required_psns(&o);
+    lost.sort_unstable();
+    assert_eq!(lost, vec![0, 1], "MR-MPL-5: the sweep");
+    assert_eq!(r.rtt.rto(&r.cfg), 4 * rto, "MR-MPL-2: doubled once more");
 }
 
 #[test]
