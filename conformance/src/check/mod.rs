@@ -15,7 +15,8 @@
 //! is bounded by the connections alive (see its module).
 //!
 //! Around the checker: [`pipeline`] (a capture file's frames read and
-//! judged, on one thread or several: [`parallel`]), [`Declared`] (what a
+//! judged, on one thread or several: [`parallel`]; a live link's: `live`,
+//! feature `libpcap`), [`Declared`] (what a
 //! capability profile declares that the checker judges against), [`Filter`]
 //! (which frames and findings count: time range, QPs), [`Tally`] (the counts
 //! per requirement and per QP of what is reported), [`junit_xml`] (JUnit
@@ -26,6 +27,8 @@ mod annotate;
 mod declared;
 mod filter;
 mod junit;
+#[cfg(feature = "libpcap")]
+pub mod live;
 pub mod parallel;
 pub mod pipeline;
 mod report;
