@@ -12,7 +12,7 @@
 //!   under test (built in, raw socket, pcap, or an agent);
 //! - [`report`]: the run's reports (terminal, JUnit, JSON, HTML, pcapng);
 //! - [`interop`]: the interop matrix between two agents;
-//! - [`fuzz`]: the live network fuzzer of `metaroce fuzz`;
+//! - [`live_fuzz`]: the live network fuzzer of `metaroce fuzz`;
 //! - [`trace`]: requirement traceability;
 //! - [`exit`]: the exit codes every command shares;
 //! - [`cli`]: the command line.
@@ -22,8 +22,8 @@ pub mod check;
 pub mod cli;
 pub mod decode;
 pub mod exit;
-pub mod fuzz;
 pub mod interop;
+pub mod live_fuzz;
 pub mod report;
 pub mod run;
 pub mod spec_site;

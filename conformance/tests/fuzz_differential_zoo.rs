@@ -1,8 +1,8 @@
 //! The `differential` fuzz target finds the protocol mutants of the bug zoo
 //! (reference-impl/ZOO.md): for every mutant that is neither a memory nor a
-//! liveness mutant (those are `metaroce fuzz`'s, `tests/fuzz_live.rs`), the
+//! liveness mutant (those are `metaroce fuzz`'s, `tests/fuzzing/fuzz_live.rs`), the
 //! differential driver (`fuzz-drivers/src/stateful/differential.rs`, as in
-//! `tests/fuzz_stateful_corpus.rs`) runs on both devices built
+//! `tests/fuzzing/fuzz_stateful_corpus.rs`) runs on both devices built
 //! with that mutant, over the same inputs in the same order: first the
 //! committed corpus `fuzz/corpus/differential`, then inputs from a seeded
 //! generator (random bytes, which the driver's input format reads as some
@@ -56,7 +56,7 @@ const PROTOCOL: [&str; 27] = [
 ];
 
 /// The memory mutants and the liveness mutants (ZOO.md): `metaroce fuzz`
-/// finds these (`tests/fuzz_live.rs`); not part of this test.
+/// finds these (`tests/fuzzing/fuzz_live.rs`); not part of this test.
 const MEMORY_AND_LIVENESS: [&str; 4] = [
     "rkey-bounds-off-by-one",
     "read-leak",

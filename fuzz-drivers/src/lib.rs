@@ -11,7 +11,7 @@
 //!   tables (checked by `codec/tests/fuzz_dict.rs`);
 //! - [`stateful`]: the drivers of `model_stateful`, `reference_stateful`
 //!   and `differential` (replayed by
-//!   `conformance/tests/fuzz_stateful_corpus.rs` and
+//!   `conformance/tests/fuzzing/fuzz_stateful_corpus.rs` and
 //!   `conformance/tests/fuzz_differential_zoo.rs`).
 #![forbid(unsafe_code)]
 

@@ -7,7 +7,7 @@ use metaroce_fuzz::{check_roundtrip, or_crash};
 fuzz_target!(|data: &[u8]| or_crash(check_roundtrip(data)));
 
 // Structure-aware: mutated frames keep lengths, PadCnt and ICRC consistent
-// unless the mutation targets them (metaroce_fuzz::mutate).
+// unless the mutation targets them (metaroce_fuzz::mutate_frame).
 fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| {
-    metaroce_fuzz::mutate::packet_mutator(data, size, max_size, seed, fuzzer_mutate)
+    metaroce_fuzz::mutate_frame::packet_mutator(data, size, max_size, seed, fuzzer_mutate)
 });

@@ -5,14 +5,14 @@
 //! - [`checks`]: `check_parse` and `check_roundtrip` on raw bytes.
 //! - [`spec`]: the `codec_builder` target's packet description and
 //!   `check_builder`.
-//! - [`mutate`]: the structure-aware mutation of the packet targets'
+//! - [`mutate_frame`]: the structure-aware mutation of the packet targets'
 //!   `fuzz_mutator!`.
 //! - [`dict`]: the libFuzzer dictionaries, generated from the codec's tables.
 //! - [`stateful`]: the drivers of `model_stateful`, `reference_stateful` and
 //!   `differential`.
 #![forbid(unsafe_code)]
 
-pub mod mutate;
+pub mod mutate_frame;
 pub mod spec;
 
 pub use metaroce_fuzz_drivers::{checks, dict, stateful};

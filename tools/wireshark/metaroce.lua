@@ -9,7 +9,7 @@
 --
 -- Layouts: spec-model/SPEC.md section 7.2 (MP opcodes, MPETH, SACKETH) and
 -- section 6.17 (CNP); the codec's opcode table (codec/src/opcode.rs) is the
--- reference, and conformance/tests/wireshark_dissector.rs checks that this
+-- reference, and conformance/tests/decode/wireshark_dissector.rs checks that this
 -- file names every opcode and field as `metaroce decode --format jsonl` does.
 -- Filter fields are named after that output's keys: `metaroce.bth.psn`,
 -- `metaroce.mpeth.msn`, `metaroce.sacketh.sack_bitmap`, ...

@@ -14,19 +14,28 @@
 //! seen, at most the number of requirements); the conversation judge's memory
 //! is bounded by the connections alive (see its module).
 //!
-//! Around the checker: [`Filter`] (which frames and findings count: time
-//! range, QPs), [`Tally`] (the counts per requirement and per QP of what is
-//! reported), [`junit_xml`] (JUnit XML) and [`write_annotated`] (the capture
-//! written back with each finding as a packet comment).
+//! Around the checker: [`pipeline`] (a capture file's frames read and
+//! judged, on one thread or several: [`parallel`]; a live link's: `live`,
+//! feature `libpcap`), [`Declared`] (what a
+//! capability profile declares that the checker judges against), [`Filter`]
+//! (which frames and findings count: time range, QPs), [`Tally`] (the counts
+//! per requirement and per QP of what is reported), [`junit_xml`] (JUnit
+//! XML) and [`write_annotated`] (the capture written back with each finding
+//! as a packet comment).
 
 mod annotate;
+mod declared;
 mod filter;
 mod junit;
+#[cfg(feature = "libpcap")]
+pub mod live;
 pub mod parallel;
+pub mod pipeline;
 mod report;
 mod tally;
 
 pub use annotate::{AnnotateError, Annotations, MAX_ANNOTATIONS, write_annotated};
+pub use declared::Declared;
 pub use filter::{Filter, FrameVerdict, TimeBound};
 pub use junit::junit_xml;
 pub use report::{

@@ -2,7 +2,8 @@
 //! judged against SPEC.md, per packet and per conversation.
 //!
 //! Streams the capture (memory bounded by the connections alive, not by the
-//! file), decodes each frame once, verifies its ICRC and runs the spec
+//! file; [`crate::check::pipeline`] reads it and hands the frames to the
+//! checker, on one thread or several), decodes each frame once, verifies its ICRC and runs the spec
 //! model's static validators, then the conversation judge
 //! ([`metaroce_spec::judge`], `--no-conversation` turns it off), which
 //! rebuilds every connection and judges it with the models; its findings
@@ -25,10 +26,9 @@
 #[cfg(feature = "libpcap")]
 mod live;
 
-use crate::capture::{CaptureError, CaptureReader, map_file};
-use crate::check::parallel::{BATCH, Job};
+use crate::check::pipeline::{Ended, Opened, judge_capture};
 use crate::check::{
-    Annotations, Checker, Filter, FrameVerdict, JudgeCounts, Reported, Tally, TimeBound, junit_xml,
+    Annotations, Checker, Declared, Filter, JudgeCounts, Reported, Tally, TimeBound, junit_xml,
     reported_json, reported_text, summary_text, write_annotated,
 };
 use crate::exit;
@@ -42,9 +42,6 @@ use metaroce_spec::model::responder::Features;
 use metaroce_spec::validate::{Context, PMTU_VALUES};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-
-/// The capture reader's buffer.
-const READ_BUFFER: usize = 1 << 20;
 
 /// Files at least this large get a progress bar (when stderr is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 64 << 20;
@@ -211,50 +208,6 @@ fn parse_qpn(s: &str) -> Result<u32, String> {
     }
 }
 
-/// What a capability profile declares that `check` judges against.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Declared {
-    credits: Option<bool>,
-    cnp_generation: Option<bool>,
-    mp: Option<bool>,
-    features: Option<Features>,
-}
-
-/// Reads the keys of a capability profile that `check` uses; a key of the
-/// wrong type is an error naming it. Keys `check` does not use are ignored
-/// (the file is the one `metaroce run` takes).
-fn declared(map: &serde_json::Map<String, serde_json::Value>) -> Result<Declared, String> {
-    let flag = |key: &str| -> Result<Option<bool>, String> {
-        match map.get(key) {
-            None => Ok(None),
-            Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(format!("{key}: {v} is not true or false")),
-        }
-    };
-    let mut features = Features::DEFAULT;
-    let mut any = false;
-    for (key, field) in [
-        ("atomics", &mut features.atomics),
-        ("flush", &mut features.flush),
-        ("atomic_write", &mut features.atomic_write),
-        ("send_with_invalidate", &mut features.send_with_invalidate),
-        ("immediate", &mut features.immediate),
-    ] {
-        if let Some(b) = flag(key)? {
-            *field = b;
-            any = true;
-        }
-    }
-    let credits = flag("credits")?;
-    features.credits = credits.unwrap_or(false);
-    Ok(Declared {
-        credits,
-        cnp_generation: flag("cnp_generation")?,
-        mp: flag("mp")?,
-        features: any.then_some(features),
-    })
-}
-
 /// `--profile base|mp`, the old name of `--only` (when no such file exists).
 fn old_only(p: &Path) -> Option<ProfileArg> {
     if p.exists() {
@@ -290,7 +243,7 @@ impl CheckArgs {
             return Ok(Declared::default());
         }
         let map = load_profile(p).map_err(|e| e.to_string())?;
-        declared(&map).map_err(|e| format!("{}: {e}", p.display()))
+        Declared::from_profile(&map).map_err(|e| format!("{}: {e}", p.display()))
     }
 
     fn context(&self) -> Context {
@@ -438,8 +391,7 @@ pub fn run(args: &CheckArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let opened = open_capture(file, args.no_mmap);
-    let (mut reader, mapped) = match opened {
+    let mut opened = match Opened::open(file, args.no_mmap) {
         Ok(opened) => opened,
         Err(e) => return super::bad_input("check", file, &e),
     };
@@ -458,15 +410,15 @@ pub fn run(args: &CheckArgs) -> u8 {
         || std::thread::available_parallelism().map_or(1, usize::from),
         usize::from,
     );
-    let ended = match (&mut reader, mapped) {
-        (Opened::Mapped(reader), true) if threads > 1 => {
-            parallel(reader, threads, &mut checker, &mut em, progress.as_ref())
-        }
-        (Opened::Mapped(reader), _) => sequential(reader, &mut checker, &mut em, progress.as_ref()),
-        (Opened::Streamed(reader), _) => {
-            sequential(reader, &mut checker, &mut em, progress.as_ref())
-        }
-    };
+    let time = em.filter.clone();
+    let ended = judge_capture(
+        &mut opened,
+        threads,
+        &mut checker,
+        time,
+        &mut |found: &[Reported]| em.emit(found),
+        progress.as_ref(),
+    );
     match ended {
         Ended::Done => {}
         Ended::BadInput(e) => {
@@ -509,142 +461,6 @@ pub fn run(args: &CheckArgs) -> u8 {
         }
     }
     em.verdict()
-}
-
-/// A capture opened for checking: mapped into memory, or read.
-enum Opened {
-    Mapped(CaptureReader<io::Empty>),
-    Streamed(CaptureReader<std::fs::File>),
-}
-
-/// Opens `file`: mapped when it is a regular file (unless `no_mmap`),
-/// otherwise read through a 1 MiB buffer. The flag tells whether it is mapped.
-fn open_capture(file: &Path, no_mmap: bool) -> Result<(Opened, bool), CaptureError> {
-    let f = std::fs::File::open(file)?;
-    if !no_mmap && let Ok(Some(bytes)) = map_file(&f) {
-        return Ok((Opened::Mapped(CaptureReader::from_bytes(bytes)?), true));
-    }
-    // 1 MiB reads: a quarter of the system calls of the default buffer.
-    Ok((
-        Opened::Streamed(CaptureReader::with_capacity(f, READ_BUFFER)?),
-        false,
-    ))
-}
-
-/// How reading and judging the frames ended.
-enum Ended {
-    /// Every frame judged (or the time range passed).
-    Done,
-    /// The capture is bad from this record on (frames before it were judged).
-    BadInput(CaptureError),
-    /// Writing findings failed.
-    Output(io::Error),
-}
-
-/// Reads and judges every frame on this thread.
-fn sequential<R: io::Read, W: Write>(
-    reader: &mut CaptureReader<R>,
-    checker: &mut Checker,
-    em: &mut Emitter<W>,
-    progress: Option<&ProgressBar>,
-) -> Ended {
-    loop {
-        let frame = match reader.next_frame() {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Ended::Done,
-            Err(e) => return Ended::BadInput(e),
-        };
-        if em.filter.has_time_range() {
-            match em.filter.frame(frame.timestamp_ns) {
-                FrameVerdict::Take => {}
-                FrameVerdict::Skip => continue,
-                FrameVerdict::Stop => return Ended::Done,
-            }
-        }
-        let found =
-            checker.check_frame(frame.number, frame.timestamp_ns, frame.linktype, frame.data);
-        if !found.is_empty()
-            && let Err(e) = em.emit(&found)
-        {
-            return Ended::Output(e);
-        }
-        if let Some(pb) = progress
-            && frame.number % 4096 == 0
-        {
-            pb.set_position(reader.position());
-        }
-    }
-}
-
-/// Judges every frame of a mapped capture on `threads` threads (`threads -
-/// 1` workers and this one): each decodes, verifies and judges batches of
-/// frames, the judging in frame order ([`crate::check::parallel`]).
-fn parallel<W: Write + Send>(
-    reader: &mut CaptureReader<io::Empty>,
-    threads: usize,
-    checker: &mut Checker,
-    em: &mut Emitter<W>,
-    progress: Option<&ProgressBar>,
-) -> Ended {
-    let Some(shared) = reader.shared_bytes().cloned() else {
-        return sequential(reader, checker, em, progress);
-    };
-    let bytes: &[u8] = (*shared).as_ref();
-    let inspector = checker.inspector().clone();
-    let mut time = em.filter.clone();
-    let mut read_error = None;
-    let mut output_error = None;
-    let mut stopped = false;
-    let source = |batch: &mut Vec<Job>| {
-        while !stopped && batch.len() < BATCH {
-            let frame = match reader.next_frame() {
-                Ok(Some(frame)) => frame,
-                Ok(None) => break,
-                Err(e) => {
-                    read_error = Some(e);
-                    break;
-                }
-            };
-            if time.has_time_range() {
-                match time.frame(frame.timestamp_ns) {
-                    FrameVerdict::Take => {}
-                    FrameVerdict::Skip => continue,
-                    FrameVerdict::Stop => {
-                        stopped = true;
-                        break;
-                    }
-                }
-            }
-            batch.push(Job {
-                number: frame.number,
-                timestamp_ns: frame.timestamp_ns,
-                linktype: frame.linktype,
-                start: usize::try_from(frame.data_offset).unwrap_or(usize::MAX),
-                len: frame.data.len(),
-            });
-            if let Some(pb) = progress
-                && frame.number % 4096 == 0
-            {
-                pb.set_position(reader.position());
-            }
-        }
-    };
-    let sink = |job: &Job, inspection: &mut _| {
-        let found = checker.absorb(job.number, job.timestamp_ns, inspection);
-        if !found.is_empty()
-            && let Err(e) = em.emit(&found)
-        {
-            output_error = Some(e);
-            return false;
-        }
-        true
-    };
-    crate::check::parallel::run(bytes, &inspector, threads.saturating_sub(1), source, sink);
-    match (output_error, read_error) {
-        (Some(e), _) => Ended::Output(e),
-        (None, Some(e)) => Ended::BadInput(e),
-        (None, None) => Ended::Done,
-    }
 }
 
 /// A progress bar over the file's bytes, when it is large and stderr is a

@@ -1,9 +1,9 @@
-//! `metaroce fuzz`: the live network fuzzer (see [`crate::fuzz`] and
+//! `metaroce fuzz`: the live network fuzzer (see [`crate::live_fuzz`] and
 //! conformance/FUZZ.md), and `metaroce fuzz export`.
 
 use super::run::{BudgetArgs, IutArgs, default_vectors, load_set};
 use crate::exit;
-use crate::fuzz::{self, FindingKind, FuzzOptions, export};
+use crate::live_fuzz::{self, FindingKind, FuzzOptions, export};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -87,7 +87,7 @@ pub fn run(args: &FuzzArgs) -> u8 {
         Ok(set) => set,
         Err(code) => return code,
     };
-    let (seeds, _skipped) = fuzz::seeds::from_vectors(&set);
+    let (seeds, _skipped) = live_fuzz::seeds::from_vectors(&set);
     // The builtin IUT is seeded as `metaroce run` seeds it by default, so
     // that a reproducer replays under `metaroce run` as it ran here.
     let mut iut = match args.target.open(1) {
@@ -121,7 +121,7 @@ pub fn run(args: &FuzzArgs) -> u8 {
             bar.set_message(format!("{findings} finding(s)"));
         }
     };
-    let summary = match fuzz::fuzz(iut.as_mut(), seeds, &options, &mut on_progress) {
+    let summary = match live_fuzz::fuzz(iut.as_mut(), seeds, &options, &mut on_progress) {
         Ok(s) => s,
         Err(e) => {
             if let Some(bar) = &bar {

@@ -8,7 +8,7 @@ pub mod run;
 mod spec;
 mod tooling;
 mod vectors;
-pub mod zoo;
+mod zoo;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::sync::LazyLock;

@@ -98,8 +98,8 @@ fn always_due(_: &Agent) -> Option<u64> {
 #[test]
 fn a_livelocked_iut_is_a_hang_finding_of_the_fuzzer_with_its_reproducer() {
     let set = crate::vector::load_dir(&vectors().join("base")).expect("the committed vectors load");
-    let (seeds, _) = crate::fuzz::seeds::from_vectors(&set);
-    let options = crate::fuzz::FuzzOptions {
+    let (seeds, _) = crate::live_fuzz::seeds::from_vectors(&set);
+    let options = crate::live_fuzz::FuzzOptions {
         packets: 8,
         batch: 8,
         max_replays: 2,
@@ -113,7 +113,7 @@ fn a_livelocked_iut_is_a_hang_finding_of_the_fuzzer_with_its_reproducer() {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut iut = Builtin::with_timer(1, always_due);
-        let r = crate::fuzz::fuzz(&mut iut, seeds, &options, &mut |_, _| {});
+        let r = crate::live_fuzz::fuzz(&mut iut, seeds, &options, &mut |_, _| {});
         let _ = tx.send(r);
     });
     let summary = rx
@@ -121,7 +121,7 @@ fn a_livelocked_iut_is_a_hang_finding_of_the_fuzzer_with_its_reproducer() {
         .expect("the fuzzer stops in spite of the livelocked IUT")
         .expect("the fuzzer starts");
     let f = summary.findings.first().expect("a finding");
-    assert_eq!(f.kind, crate::fuzz::FindingKind::Hang, "{}", f.reason);
+    assert_eq!(f.kind, crate::live_fuzz::FindingKind::Hang, "{}", f.reason);
     assert!(is_exceeded(&f.reason), "{}", f.reason);
     assert!(f.reproduced, "the reproducer spends the budget again");
 }

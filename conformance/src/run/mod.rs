@@ -7,7 +7,8 @@
 //! - [`packet`], [`matching`], [`context`]: building stimuli, judging what comes back;
 //! - [`budget`]: how much one test may cost (events, wall clock);
 //! - [`capability`]: the IUT's capability profile and the expectations file;
-//! - [`verdict`]: verdicts and test results.
+//! - [`verdict`]: verdicts and test results;
+//! - [`zoo`]: the suite against every bug-zoo mutant of the reference transport (the catch table).
 
 pub mod budget;
 pub mod capability;
@@ -18,6 +19,7 @@ pub mod matching;
 pub mod packet;
 pub mod session;
 pub mod verdict;
+pub mod zoo;
 
 #[cfg(test)]
 mod livelock_tests;

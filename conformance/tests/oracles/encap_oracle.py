@@ -1,5 +1,5 @@
 """Builds RoCE frames inside the encapsulations mirrored and captured
-traffic arrives in, with scapy, for conformance/tests/oracle_encap.rs.
+traffic arrives in, with scapy, for conformance/tests/decode/oracle_encap.rs.
 
 Usage: encap_oracle.py DIR
 

@@ -3,7 +3,7 @@
 //! (`reference`), or both (`differential`), with the checks each target makes.
 //!
 //! The fuzz targets run them, and so do the corpus replays of the main
-//! workspace (`conformance/tests/fuzz_stateful_corpus.rs`,
+//! workspace (`conformance/tests/fuzzing/fuzz_stateful_corpus.rs`,
 //! `conformance/tests/fuzz_differential_zoo.rs`).
 //!
 //! Every `run` is bounded: at most `MAX_EVENTS` events per input, frames and

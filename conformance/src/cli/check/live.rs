@@ -4,11 +4,12 @@
 //! flushed as they are found; the run stops on Ctrl-C or after `--duration`,
 //! then the conversation judge's last findings and the summary follow.
 //! Opening the interface needs root or `CAP_NET_RAW`; a failure to open it
-//! is bad input (exit 4).
+//! is bad input (exit 4). The loop is [`crate::check::live`].
 
 use super::{CheckArgs, Emitter};
-use crate::capture::live::{LiveCapture, ROCE_FILTER};
-use crate::check::{Filter, FrameVerdict, Tally};
+use crate::capture::live::LiveCapture;
+use crate::check::live::{LiveEnded, bpf, judge_live};
+use crate::check::{Filter, Reported, Tally};
 use crate::exit;
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -17,21 +18,6 @@ use std::time::{Duration, Instant};
 
 /// libpcap's read timeout (packets are delivered at once: immediate mode).
 const POLL_MS: i32 = 100;
-
-/// How long to sleep when no packet is waiting, so that Ctrl-C and the
-/// duration are noticed without spinning.
-const IDLE_SLEEP: Duration = Duration::from_millis(2);
-
-/// The BPF filter for the RoCE ports.
-fn bpf(ports: &[u16]) -> String {
-    match ports {
-        [4791] | [] => ROCE_FILTER.to_string(),
-        ports => {
-            let alts: Vec<String> = ports.iter().map(|p| format!("port {p}")).collect();
-            format!("udp and ({})", alts.join(" or "))
-        }
-    }
-}
 
 /// Runs the live check on `iface`; returns the exit code.
 pub(super) fn run(args: &CheckArgs, iface: &str) -> u8 {
@@ -72,32 +58,22 @@ pub(super) fn run(args: &CheckArgs, iface: &str) -> u8 {
         tally: Tally::default(),
         notes: None,
     };
-    while !stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
-        let frame = match capture.next_frame() {
-            Ok(Some(f)) => f,
-            Ok(None) => {
-                std::thread::sleep(IDLE_SLEEP);
-                continue;
-            }
-            Err(e) => {
-                eprintln!("metaroce check: {e}");
-                return exit::ERROR;
-            }
-        };
-        if em.filter.has_time_range() {
-            match em.filter.frame(frame.timestamp_ns) {
-                FrameVerdict::Take => {}
-                FrameVerdict::Skip => continue,
-                FrameVerdict::Stop => break,
-            }
+    let time = em.filter.clone();
+    let ended = judge_live(
+        &mut capture,
+        &mut checker,
+        time,
+        &stop,
+        deadline,
+        &mut |found: &[Reported]| em.emit(found).and_then(|()| em.out.flush()),
+    );
+    match ended {
+        LiveEnded::Stopped => {}
+        LiveEnded::Capture(e) => {
+            eprintln!("metaroce check: {e}");
+            return exit::ERROR;
         }
-        let found =
-            checker.check_frame(frame.number, frame.timestamp_ns, frame.linktype, frame.data);
-        if !found.is_empty()
-            && let Err(e) = em.emit(&found).and_then(|()| em.out.flush())
-        {
-            return super::super::output_error("check", &e);
-        }
+        LiveEnded::Output(e) => return super::super::output_error("check", &e),
     }
     let last = checker.finish();
     let name = format!("live {iface}");

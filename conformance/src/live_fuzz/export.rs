@@ -167,8 +167,8 @@ pub fn export(finding: &Path, to_dir: &Path, id: Option<&str>) -> Result<PathBuf
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuzz::batch::batch_vector;
-    use crate::fuzz::mutate::Generator;
+    use crate::live_fuzz::batch::batch_vector;
+    use crate::live_fuzz::mutate_send_steps::Generator;
 
     #[test]
     fn a_batch_vector_round_trips_through_yaml() {

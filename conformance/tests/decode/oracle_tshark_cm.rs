@@ -9,7 +9,7 @@
 //! Without tshark the test prints `SKIP: ...` and passes unless `CI=true`;
 //! the real captures are skipped the same way when `../shared` is absent.
 
-mod common;
+use crate::common;
 
 use metaroce_codec::ext::DethRepr;
 use metaroce_codec::{Opcode, PacketBuilder};

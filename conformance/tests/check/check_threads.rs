@@ -5,8 +5,7 @@
 //! rounds of the pipeline (batches of 256 frames, 4 per worker) with
 //! findings spread through it.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 use metaroce_codec::ext::{AethRepr, Syndrome};

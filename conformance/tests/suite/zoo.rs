@@ -3,8 +3,8 @@
 //! and against the unmutated transport every vector PASSes (or is
 //! UNSUPPORTED by its profile). `metaroce zoo` prints the same table.
 
-use metaroce_conformance::cli::zoo::catch_table;
 use metaroce_conformance::run::verdict::Verdict;
+use metaroce_conformance::run::zoo::catch_table;
 use metaroce_conformance::vector::load_dir;
 use metaroce_ref::zoo::Mutant;
 use std::path::PathBuf;

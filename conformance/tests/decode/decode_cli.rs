@@ -2,8 +2,7 @@
 //! the jsonl format promises, and bad input (exit code 4, one line naming the
 //! file and byte offset).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn text_output_of_the_sample_capture() {

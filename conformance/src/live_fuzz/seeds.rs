@@ -73,7 +73,7 @@ fn rename_text(text: &str) -> String {
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
             .unwrap_or(rest.len());
         if rest[name_len..].starts_with('.') {
-            out.push_str(super::mutate::FUZZ_MR);
+            out.push_str(super::mutate_send_steps::FUZZ_MR);
             rest = &rest[name_len..];
         }
     }

@@ -7,7 +7,7 @@
 //! Without `../shared` (and `METAROCE_REAL_CAPTURES` unset) the test prints
 //! `SKIP: ../shared/captures/real absent`; with `CI=true` that fails.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -5,8 +5,7 @@
 //! later retransmission of a PSN it covered is no MR-MPL-6, while the
 //! per-packet finding for the checksum stays.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::PathBuf;
 
 use metaroce_codec::ext::{MpethRepr, SackethRepr, Syndrome};

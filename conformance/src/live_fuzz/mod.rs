@@ -3,7 +3,7 @@
 //! pcap).
 //!
 //! Each batch runs on a freshly reset IUT as one vector ([`batch`]): the
-//! fuzz setup, `--batch` stimuli ([`mutate`]: mutated seeds from the
+//! fuzz setup, `--batch` stimuli ([`mutate_send_steps`]: mutated seeds from the
 //! committed vectors ([`seeds`]) and packets generated from the opcode
 //! table), then the oracles ([`oracle`]): completions that should not exist,
 //! a liveness probe on a sentinel QP (and on the fuzz QP while the agent
@@ -17,7 +17,7 @@ pub mod batch;
 pub mod export;
 pub mod leak;
 pub mod minimise;
-pub mod mutate;
+pub mod mutate_send_steps;
 pub mod oracle;
 pub mod seeds;
 
@@ -188,7 +188,7 @@ pub fn fuzz(
         minimise_seconds: 0.0,
         seeds: seeds.len(),
     };
-    let mut generator = mutate::Generator::new(seeds, options.seed);
+    let mut generator = mutate_send_steps::Generator::new(seeds, options.seed);
     let batch_size = options.batch.max(1) as u64;
     while summary.packets < options.packets
         && started.elapsed() < options.duration

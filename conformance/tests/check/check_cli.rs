@@ -4,8 +4,7 @@
 //! 24: PadCnt) and those of the packets it sends without AckReq, and the
 //! conversation judge's for its PSN gap (frames 14 and 23).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::PathBuf;
 
 use metaroce_codec::ext::{AethRepr, MpethRepr, RethRepr, Syndrome};

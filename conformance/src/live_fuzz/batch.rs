@@ -30,7 +30,7 @@
 //! steps ([`super::leak::expect_no_response`], [`fuzz_qp_probe`]) are added
 //! to the reproducer of such a finding.
 
-use super::mutate::{FUZZ_MR, FUZZ_MR_LEN};
+use super::mutate_send_steps::{FUZZ_MR, FUZZ_MR_LEN};
 use crate::vector::model::{SendStep, Step, Vector};
 use serde_json::json;
 

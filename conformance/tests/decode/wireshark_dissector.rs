@@ -19,8 +19,7 @@
 // traceability: ignore-file (the requirement IDs here name the dissector's expert
 // rules; this file tests the Wireshark plugin, not an implementation)
 
-mod common;
-use common::temp_path;
+use crate::common::temp_path;
 
 use metaroce_codec::ext::{MpethRepr, SackethRepr, Syndrome};
 use metaroce_codec::{Msn, Opcode, PacketBuilder, Psn};

@@ -10,7 +10,7 @@
 //! in-range request) is a finding. The reproducer gets an `expect_none`
 //! step for responses at those PSNs.
 
-use super::mutate::{FUZZ_MR, psn_expr};
+use super::mutate_send_steps::{FUZZ_MR, psn_expr};
 use crate::run::context::Context;
 use crate::run::verdict::{Direction, TestResult};
 use crate::vector::model::{MatchTest, Matcher, Num, Step};

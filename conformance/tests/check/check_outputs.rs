@@ -3,8 +3,7 @@
 //! has it), `--qp`, `--only`, `--profile FILE`, `--from`/`--to`, and bad
 //! filter values.
 
-mod common;
-use common::*;
+use crate::common::*;
 use metaroce_codec::{Opcode, PacketBuilder};
 use metaroce_conformance::capture::{CaptureReader, PcapNgWriter};
 use std::path::PathBuf;

@@ -1,0 +1,19 @@
+//! `metaroce check` and its checker, in one test binary (one link of the
+//! crate): the command's outputs and options (`check_cli`, `check_outputs`,
+//! `check_threads`), MP acknowledges (`check_mp_acks`), the checker on cut,
+//! real and Soft-RoCE captures (`cut_captures`, `real_captures`,
+//! `rxe_captures`) and the committed sample capture (`sample_capture`).
+//! Each module was a test binary of its own; insta names a snapshot
+//! `check__MODULE__NAME.snap` (`snapshots/`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod check_cli;
+mod check_mp_acks;
+mod check_outputs;
+mod check_threads;
+mod cut_captures;
+mod real_captures;
+mod rxe_captures;
+mod sample_capture;
