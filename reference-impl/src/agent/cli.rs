@@ -106,7 +106,8 @@ pub fn open_data_plane(args: &ServeArgs) -> io::Result<(ServeArgs, Box<dyn DataP
 #[cfg(feature = "raw")]
 fn open_raw(args: &ServeArgs, iface: &str) -> io::Result<(ServeArgs, Box<dyn DataPlane>)> {
     use super::encoding::format_mac;
-    use crate::drivers::raw::{CATCH_UP_AFTER, RawConfig, RawPort, interface_mac};
+    use crate::drivers::raw::{RawConfig, RawPort, interface_mac};
+    use std::time::Duration;
     let own = interface_mac(iface).map_err(io::Error::other)?;
     let mac = args.mac.unwrap_or(own);
     let port = RawPort::open(
@@ -115,9 +116,12 @@ fn open_raw(args: &ServeArgs, iface: &str) -> io::Result<(ServeArgs, Box<dyn Dat
             // Only a foreign MAC needs the interface to accept every frame.
             promiscuous: mac != own,
             // Frames that arrived while the agent served a request reach
-            // the device before its timers fire (an acknowledgement must
-            // not lose the race against the retransmission it stops).
-            catch_up_after: Some(CATCH_UP_AFTER),
+            // the device before a due timer fires (an acknowledgement must
+            // not lose the race against the retransmission it stops). Only
+            // then: the gap rule of the programs that move data
+            // (`CATCH_UP_AFTER`) is not used here, as the agent's one slice
+            // of waiting already hands frames over as they come.
+            catch_up_after: Some(Duration::from_nanos(u64::MAX)),
             ..RawConfig::default()
         },
     )

@@ -120,8 +120,10 @@ pub struct ConversationConfig {
     /// A connection without a packet for this long is closed: its missing
     /// responses are reported and its state is forgotten (default 10 s).
     pub idle_ns: u64,
-    /// The MP parameters of the observed MP QPs (default: §10.3, entropy set
-    /// unknown, so MR-MPS-1 and MR-MPS-3 are not judged).
+    /// The MP parameters of the observed MP QPs (default: §10.3, with the
+    /// end of each judged parameter's range that fails no allowed value:
+    /// K 1, RTO floor 10 µs, ACK bound 50 µs, cwnd ceiling 64 MiB; entropy
+    /// set unknown, so MR-MPS-1 and MR-MPS-3 are not judged).
     pub mp: MpConfig,
     /// The notification points' CNP parameters, when they declare
     /// `cnp_generation` (default: declared, §10.2 values); `None`: CE marks
@@ -143,6 +145,15 @@ impl Default for ConversationConfig {
             idle_ns: 10_000_000_000,
             mp: MpConfig {
                 entropy_set: Vec::new(),
+                // Undeclared parameters take the end of their §10.3 range
+                // that judges no allowed value as a departure (§1.5): the
+                // smallest K and RTO floor (a retransmission is not early
+                // for any allowed value), the largest ACK bound and cwnd
+                // ceiling. `--profile` declares the values instead.
+                reorder_threshold: 1,
+                rto_min: 10_000,
+                ack_prompt_max: 50_000,
+                cwnd_max: 67_108_864,
                 ..MpConfig::default()
             },
             np: Some(NpParams::default()),
