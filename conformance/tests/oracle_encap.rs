@@ -1,7 +1,8 @@
 //! The encapsulations captures hold, against two independent oracles:
 //! scapy builds a RoCE frame inside each (ERSPAN I/II/III, GRE transparent
-//! Ethernet bridging, VXLAN, QinQ, a lone 802.1ad service tag, Linux cooked capture SLL and SLL2, raw
-//! IP link types 101/228/229, RoCE v1; `tests/oracles/encap_oracle.py`),
+//! Ethernet bridging, VXLAN, QinQ, a lone 802.1ad service tag, Linux cooked
+//! capture SLL and SLL2, raw IP link types 101/228/229, RoCE v1;
+//! `tests/oracles/encap_oracle.py`),
 //! `metaroce decode`'s view must show the fields scapy was told to build,
 //! and tshark, decoding the same files, must agree field by field. The
 //! ConnectX RoCE v1 capture of ../shared (or `$METAROCE_SHARED`) is

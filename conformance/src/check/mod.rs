@@ -649,9 +649,12 @@ impl Checker {
         let mut all = packet_reported(number, findings, qpns.clone(), conn);
         self.hold(number, held_icrc, qpns, conn);
         self.settle_icrc(&mut all);
-        for c in found {
-            self.summary.count(&c.finding);
-            all.push(Reported::of(c));
+        if !found.is_empty() {
+            all.reserve(found.len());
+            for c in found {
+                self.summary.count(&c.finding);
+                all.push(Reported::of(c));
+            }
         }
         self.release(released, &mut all);
         all
@@ -659,11 +662,22 @@ impl Checker {
 
     /// Reports or drops the pending ICRC findings the conversation judge
     /// gave a verdict on.
+    #[inline]
     fn settle_icrc(&mut self, out: &mut Vec<Reported>) {
         let Some(judge) = self.conversation.as_mut() else {
             return;
         };
-        for (frame, taken) in judge.take_admission_verdicts() {
+        let verdicts = judge.take_admission_verdicts();
+        if verdicts.is_empty() {
+            return;
+        }
+        self.settle_verdicts(verdicts, out);
+    }
+
+    /// [`Checker::settle_icrc`] with verdicts to settle.
+    #[inline(never)]
+    fn settle_verdicts(&mut self, verdicts: Vec<(u64, bool)>, out: &mut Vec<Reported>) {
+        for (frame, taken) in verdicts {
             let (this, rest): (Vec<Reported>, Vec<Reported>) =
                 std::mem::take(&mut self.icrc.pending)
                     .into_iter()
@@ -682,14 +696,22 @@ impl Checker {
 
     /// Keeps the ICRC findings of frame `number` until it is known whether
     /// the capture point records ICRCs.
+    #[inline]
     fn hold(&mut self, number: u64, icrc: Vec<Finding>, qpns: Vec<u32>, conn: Option<u64>) {
+        if icrc.is_empty() {
+            return;
+        }
         self.icrc
             .held
             .extend(packet_reported(number, icrc, qpns, conn));
     }
 
     /// The capture point records ICRCs: the held ICRC findings are reported.
+    #[inline]
     fn release(&mut self, released: Vec<Reported>, out: &mut Vec<Reported>) {
+        if released.is_empty() {
+            return;
+        }
         for r in released {
             self.summary.count(&r.finding);
             out.push(r);
@@ -843,12 +865,17 @@ fn ip_bits(a: &IpAddr) -> u128 {
     }
 }
 
+/// Per-packet findings as reported (none, for most frames: no allocation).
+#[inline]
 fn packet_reported(
     number: u64,
     findings: Vec<Finding>,
     qpns: Vec<u32>,
     connection: Option<u64>,
 ) -> Vec<Reported> {
+    if findings.is_empty() {
+        return Vec::new();
+    }
     findings
         .into_iter()
         .map(|finding| Reported {
