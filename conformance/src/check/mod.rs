@@ -235,7 +235,7 @@ impl Inspector {
         out.outcome = Outcome::Skipped;
         out.encapsulation.clear();
         out.udp_checksum_partial = false;
-        if !decap::LINKTYPES.contains(&linktype) {
+        if linktype != decap::LINKTYPE_ETHERNET && !decap::LINKTYPES.contains(&linktype) {
             return;
         }
         let parsed = decap::parse_captured(
@@ -646,6 +646,19 @@ impl Checker {
             let pending = packet_reported(number, icrc, qpns.clone(), conn);
             self.icrc.pending.extend(pending);
         }
+        if findings.is_empty() && held_icrc.is_empty() && released.is_empty() {
+            // The common frame: nothing of its own to report.
+            let mut all = Vec::new();
+            self.settle_icrc(&mut all);
+            if !found.is_empty() {
+                all.reserve(found.len());
+                for c in found {
+                    self.summary.count(&c.finding);
+                    all.push(Reported::of(c));
+                }
+            }
+            return all;
+        }
         let mut all = packet_reported(number, findings, qpns.clone(), conn);
         self.hold(number, held_icrc, qpns, conn);
         self.settle_icrc(&mut all);
@@ -662,7 +675,7 @@ impl Checker {
 
     /// Reports or drops the pending ICRC findings the conversation judge
     /// gave a verdict on.
-    #[inline]
+    #[inline(always)]
     fn settle_icrc(&mut self, out: &mut Vec<Reported>) {
         let Some(judge) = self.conversation.as_mut() else {
             return;
