@@ -2,9 +2,9 @@
 //!
 //! Mirrored and tunnelled traffic reaches a capture inside other headers:
 //! a switch's ERSPAN session (type I, II and III, over GRE), GRE
-//! transparent Ethernet bridging, VXLAN, a provider's service tag (QinQ),
-//! and the link-layer headers of capture points that are not Ethernet:
-//! Linux cooked capture (SLL, SLL2: `tcpdump -i any`) and raw IP.
+//! transparent Ethernet bridging, VXLAN, a provider's service tag (QinQ,
+//! or a lone 802.1ad tag), and the link-layer headers of capture points
+//! that are not Ethernet: Linux cooked capture (SLL, SLL2: `tcpdump -i any`) and raw IP.
 //! [`decapsulate`] takes them off and yields the frame inside, with an
 //! [`Encapsulation`] that says what was taken off. The frame inside is then
 //! decoded by [`crate::Frame`] ([`Inner::parse_into`]).
@@ -21,7 +21,7 @@
 //! is its own inner frame, with an empty [`Encapsulation`].
 
 use crate::error::{Layer, WireError, be16, be32, parse_fixed};
-use crate::ethernet::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, EthernetRepr, VlanTag};
+use crate::ethernet::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, EthernetRepr, TPID_8021AD, VlanTag};
 use crate::frame::{Frame, ParseOptions};
 use crate::ipv4::{Ipv4Repr, PROTOCOL_UDP};
 use crate::ipv6::Ipv6Repr;
@@ -328,6 +328,10 @@ pub enum Outer {
     /// A VLAN tag outside the frame's own: the outer tag of two (QinQ, a
     /// service tag the network added).
     ServiceTag(VlanTag),
+    /// A lone 802.1ad service tag (TPID 0x88A8, IEEE 802.1Q Table 9-1):
+    /// a provider bridge's tag the network added in front of an untagged
+    /// frame; a NIC sends at most an 802.1Q customer tag (0x8100).
+    SingleServiceTag(VlanTag),
     /// A Linux cooked capture header (no Ethernet header was captured).
     Sll(SllRepr),
     /// A raw IP link type (no link-layer header was captured).
@@ -357,11 +361,12 @@ pub enum Outer {
 }
 
 impl Outer {
-    /// A short name: `qinq`, `sll`, `sll2`, `raw-ip`, `gre`,
+    /// A short name: `qinq`, `s-tag`, `sll`, `sll2`, `raw-ip`, `gre`,
     /// `erspan-i`, `erspan-ii`, `erspan-iii`, `vxlan`.
     pub fn name(&self) -> &'static str {
         match self {
             Outer::ServiceTag(_) => "qinq",
+            Outer::SingleServiceTag(_) => "s-tag",
             Outer::Sll(s) if s.version == 2 => "sll2",
             Outer::Sll(_) => "sll",
             Outer::RawIp { .. } => "raw-ip",
@@ -563,10 +568,20 @@ fn peel<'a>(
             }
             InnerStart::AfterLink(eth) => (eth, inner.bytes, 0),
         };
-        if eth.tags().len() == 2
-            && let Some((without, tag)) = eth.without_outer_tag()
-        {
-            enc.push(Outer::ServiceTag(tag), inner.offset)?;
+        // The outer tag of two, or a lone 802.1ad service tag: the
+        // network's, not the NIC's.
+        let service = match eth.tags() {
+            [_, _] => true,
+            [tag] => tag.tpid == TPID_8021AD,
+            _ => false,
+        };
+        if service && let Some((without, tag)) = eth.without_outer_tag() {
+            let outer = if without.tags().is_empty() {
+                Outer::SingleServiceTag(tag)
+            } else {
+                Outer::ServiceTag(tag)
+            };
+            enc.push(outer, inner.offset)?;
             inner = Inner {
                 start: InnerStart::AfterLink(without),
                 bytes: after_link,
@@ -750,7 +765,14 @@ pub fn parse_captured<'a>(
         ))
     };
     let ip_wire = |frame: &Frame<'_>| data.get(frame.ethernet.buffer_len()..).unwrap_or(&[]);
-    if parsed.is_ok() && frame.roce.is_some() && frame.ethernet.tags().len() < 2 {
+    // A NIC's own tag (at most one 802.1Q tag) stays; a service tag is
+    // the network's and is taken off on the slow path.
+    let own_tags = match frame.ethernet.tags() {
+        [] => true,
+        [tag] => tag.tpid != TPID_8021AD,
+        _ => false,
+    };
+    if parsed.is_ok() && frame.roce.is_some() && own_tags {
         return Ok(ip_wire(frame));
     }
     slow_path(linktype, data, frame, encapsulation, options, parsed)

@@ -269,7 +269,9 @@ impl<'a> Frame<'a> {
 
     /// Decodes the RoCE packet in `bytes` (its first bytes, when the
     /// capture cut it: `wire_len` on the wire), `start` bytes into the frame.
-    #[inline]
+    /// The whole packet (the common case) is decoded here, in line; a
+    /// packet the capture cut short goes to [`Frame::parse_roce_cut`].
+    #[inline(always)]
     fn parse_roce(
         &mut self,
         bytes: &'a [u8],
@@ -277,14 +279,26 @@ impl<'a> Frame<'a> {
         start: usize,
         options: &ParseOptions,
     ) -> Result<(), WireError> {
-        if self.cut.is_none() {
-            self.roce
-                .insert(RocePacket::default())
-                .parse_from(bytes, options.dialect)
-                .map_err(|e| e.shifted(start))?;
-            self.payload = &[];
-            return Ok(());
+        if self.cut.is_some() {
+            return self.parse_roce_cut(bytes, wire_len, start, options);
         }
+        self.roce
+            .insert(RocePacket::default())
+            .parse_from(bytes, options.dialect)
+            .map_err(|e| e.shifted(start))?;
+        self.payload = &[];
+        Ok(())
+    }
+
+    /// [`Frame::parse_roce`] of a packet the capture cut short.
+    #[inline(never)]
+    fn parse_roce_cut(
+        &mut self,
+        bytes: &'a [u8],
+        wire_len: usize,
+        start: usize,
+        options: &ParseOptions,
+    ) -> Result<(), WireError> {
         let mut packet = RocePacket::default();
         match packet.parse_cut_from(bytes, wire_len, options.dialect) {
             Ok(missing) => {

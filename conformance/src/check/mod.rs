@@ -70,6 +70,12 @@ pub struct Checker {
     /// (addresses, DestQP) and requirement: each is reported once per
     /// connection (at most [`MAX_INFO_FLOWS`] remembered).
     info_seen: HashSet<(u128, u128, u32, &'static str)>,
+    /// Frames that carried a lone 802.1ad service tag (the network's), and
+    /// the first of them.
+    service_tagged: (u64, u64),
+    /// Frames whose UDP checksum the sending host left to its NIC
+    /// ([`Inspection::udp_checksum_partial`]), and the first of them.
+    udp_checksum_partial: (u64, u64),
 }
 
 /// Most flows whose informational findings are remembered
@@ -187,6 +193,11 @@ pub struct Inspection<'a> {
     /// The layers the capture added around the frame, taken off before it
     /// was decoded (empty for a plain Ethernet frame).
     encapsulation: Encapsulation,
+    /// Its UDP checksum holds only the pseudo-header sum: the sending host
+    /// left it to its NIC and the capture was taken before the NIC filled
+    /// it in ([`metaroce_codec::UdpRepr::partial_checksum`]); its MR-ENC-16
+    /// finding was dropped.
+    udp_checksum_partial: bool,
 }
 
 /// What became of an inspected frame.
@@ -232,7 +243,8 @@ impl Inspector {
         out.findings.clear();
         out.outcome = Outcome::Skipped;
         out.encapsulation.clear();
-        if !decap::LINKTYPES.contains(&linktype) {
+        out.udp_checksum_partial = false;
+        if linktype != decap::LINKTYPE_ETHERNET && !decap::LINKTYPES.contains(&linktype) {
             return;
         }
         let parsed = decap::parse_captured(
@@ -277,6 +289,9 @@ impl Inspector {
         }
         (out.status, out.mark) = icrc::verify_ip_marked(frame, ip_wire);
         out.findings = validate_frame(frame, out.status, &self.ctx);
+        if !out.findings.is_empty() {
+            out.udp_checksum_partial = drop_partial_udp_checksum(frame, &mut out.findings);
+        }
         if let Some(roce) = &frame.roce {
             let trimmed = taken_as_trimmed(frame, out.status, &self.ctx);
             // The validators report a wrong IPv4 header checksum (MR-ENC-7):
@@ -445,6 +460,8 @@ impl Checker {
             conversation: None,
             icrc: IcrcEvidence::default(),
             info_seen: HashSet::new(),
+            service_tagged: (0, 0),
+            udp_checksum_partial: (0, 0),
         }
     }
 
@@ -497,7 +514,7 @@ impl Checker {
     ) -> Vec<Reported> {
         self.summary.frames += 1;
         if !inspection.encapsulation.is_empty() {
-            self.count_encapsulation(&inspection.encapsulation);
+            self.count_encapsulation(number, &inspection.encapsulation);
         }
         match inspection.outcome {
             Outcome::Skipped => return Vec::new(),
@@ -521,6 +538,12 @@ impl Checker {
                 return packet_reported(number, findings, Vec::new(), None);
             }
             Outcome::Decoded => {}
+        }
+        if inspection.udp_checksum_partial {
+            if self.udp_checksum_partial.0 == 0 {
+                self.udp_checksum_partial.1 = number;
+            }
+            self.udp_checksum_partial.0 += 1;
         }
         let frame = &inspection.frame;
         let (mark, mut admitted) = (inspection.mark, inspection.admitted);
@@ -632,12 +655,28 @@ impl Checker {
             let pending = packet_reported(number, icrc, qpns.clone(), conn);
             self.icrc.pending.extend(pending);
         }
+        if findings.is_empty() && held_icrc.is_empty() && released.is_empty() {
+            // The common frame: nothing of its own to report.
+            let mut all = Vec::new();
+            self.settle_icrc(&mut all);
+            if !found.is_empty() {
+                all.reserve(found.len());
+                for c in found {
+                    self.summary.count(&c.finding);
+                    all.push(Reported::of(c));
+                }
+            }
+            return all;
+        }
         let mut all = packet_reported(number, findings, qpns.clone(), conn);
         self.hold(number, held_icrc, qpns, conn);
         self.settle_icrc(&mut all);
-        for c in found {
-            self.summary.count(&c.finding);
-            all.push(Reported::of(c));
+        if !found.is_empty() {
+            all.reserve(found.len());
+            for c in found {
+                self.summary.count(&c.finding);
+                all.push(Reported::of(c));
+            }
         }
         self.release(released, &mut all);
         all
@@ -645,11 +684,22 @@ impl Checker {
 
     /// Reports or drops the pending ICRC findings the conversation judge
     /// gave a verdict on.
+    #[inline(always)]
     fn settle_icrc(&mut self, out: &mut Vec<Reported>) {
         let Some(judge) = self.conversation.as_mut() else {
             return;
         };
-        for (frame, taken) in judge.take_admission_verdicts() {
+        let verdicts = judge.take_admission_verdicts();
+        if verdicts.is_empty() {
+            return;
+        }
+        self.settle_verdicts(verdicts, out);
+    }
+
+    /// [`Checker::settle_icrc`] with verdicts to settle.
+    #[inline(never)]
+    fn settle_verdicts(&mut self, verdicts: Vec<(u64, bool)>, out: &mut Vec<Reported>) {
+        for (frame, taken) in verdicts {
             let (this, rest): (Vec<Reported>, Vec<Reported>) =
                 std::mem::take(&mut self.icrc.pending)
                     .into_iter()
@@ -668,14 +718,22 @@ impl Checker {
 
     /// Keeps the ICRC findings of frame `number` until it is known whether
     /// the capture point records ICRCs.
+    #[inline]
     fn hold(&mut self, number: u64, icrc: Vec<Finding>, qpns: Vec<u32>, conn: Option<u64>) {
+        if icrc.is_empty() {
+            return;
+        }
         self.icrc
             .held
             .extend(packet_reported(number, icrc, qpns, conn));
     }
 
     /// The capture point records ICRCs: the held ICRC findings are reported.
+    #[inline]
     fn release(&mut self, released: Vec<Reported>, out: &mut Vec<Reported>) {
+        if released.is_empty() {
+            return;
+        }
         for r in released {
             self.summary.count(&r.finding);
             out.push(r);
@@ -705,15 +763,36 @@ impl Checker {
         });
     }
 
-    /// Counts a frame found inside `enc`.
-    fn count_encapsulation(&mut self, enc: &Encapsulation) {
+    /// Counts frame `number`, found inside `enc`.
+    fn count_encapsulation(&mut self, number: u64, enc: &Encapsulation) {
         *self.summary.encapsulated.entry(enc.describe()).or_default() += 1;
+        if enc
+            .layers()
+            .any(|l| matches!(l, decap::Outer::SingleServiceTag(_)))
+        {
+            if self.service_tagged.0 == 0 {
+                self.service_tagged.1 = number;
+            }
+            self.service_tagged.0 += 1;
+        }
     }
 
     /// The capture ended: the conversation judge's last findings (responses
     /// required and never observed).
     pub fn finish(&mut self) -> Vec<Reported> {
         let mut out = Vec::new();
+        if self.service_tagged.0 > 0 {
+            self.summary.notes.push(format!(
+                "802.1ad service tag (TPID 0x88A8) on {} frame(s), first at frame {}: a tag the network added, not the NIC's (a NIC sends at most an 802.1Q tag); taken off, the frame inside judged",
+                self.service_tagged.0, self.service_tagged.1
+            ));
+        }
+        if self.udp_checksum_partial.0 > 0 {
+            self.summary.notes.push(format!(
+                "UDP checksum not yet filled on {} frame(s), first at frame {}: offloaded to the NIC, capture taken on the sending host (the field holds only the pseudo-header sum, which the NIC completes); not judged (MR-ENC-16)",
+                self.udp_checksum_partial.0, self.udp_checksum_partial.1
+            ));
+        }
         if self.icrc.valid_seen {
             let held = std::mem::take(&mut self.icrc.held);
             self.release(held, &mut out);
@@ -784,6 +863,22 @@ impl Checker {
     }
 }
 
+/// Drops the MR-ENC-16 finding of a frame whose UDP checksum is the
+/// pseudo-header sum alone ([`metaroce_codec::UdpRepr::partial_checksum`]):
+/// checksum offload seen before the NIC, a note about the capture. Any
+/// other wrong checksum keeps its finding. Whether one was dropped.
+fn drop_partial_udp_checksum(frame: &Frame<'_>, findings: &mut Vec<Finding>) -> bool {
+    let (Some(ip), Some(udp)) = (frame.ip.as_ref(), frame.udp.as_ref()) else {
+        return false;
+    };
+    if udp.checksum == 0 || udp.checksum != udp.partial_checksum(ip) {
+        return false;
+    }
+    let before = findings.len();
+    findings.retain(|f| f.id != "MR-ENC-16");
+    findings.len() < before
+}
+
 /// An address as a number (IPv4 in the low 32 bits).
 fn ip_bits(a: &IpAddr) -> u128 {
     match a {
@@ -792,12 +887,17 @@ fn ip_bits(a: &IpAddr) -> u128 {
     }
 }
 
+/// Per-packet findings as reported (none, for most frames: no allocation).
+#[inline]
 fn packet_reported(
     number: u64,
     findings: Vec<Finding>,
     qpns: Vec<u32>,
     connection: Option<u64>,
 ) -> Vec<Reported> {
+    if findings.is_empty() {
+        return Vec::new();
+    }
     findings
         .into_iter()
         .map(|finding| Reported {
@@ -814,7 +914,8 @@ fn packet_reported(
 mod tests {
     use super::*;
     use crate::decode::LINKTYPE_ETHERNET;
-    use metaroce_codec::{Opcode, PacketBuilder};
+    use metaroce_codec::ethernet::{TPID_8021AD, TPID_QINQ_LEGACY};
+    use metaroce_codec::{Opcode, PacketBuilder, VlanTag};
 
     /// An IPv6 RC SEND Only frame with a Destination Options header before UDP.
     fn behind_destination_options() -> Vec<u8> {
@@ -831,6 +932,73 @@ mod tests {
         out.extend([17, 0, 0, 0, 0, 0, 0, 0]);
         out.extend_from_slice(&frame[ip + 40..]);
         out
+    }
+
+    /// A plain IPv4 RC SEND Only frame with an 802.1Q or 802.1ad tag.
+    fn tagged(tpid: u16) -> Vec<u8> {
+        PacketBuilder::new(Opcode::RC_SEND_ONLY)
+            .ack_req(true)
+            .payload(vec![1, 2, 3, 4])
+            .vlan(VlanTag { tpid, tci: 30 })
+            .build()
+    }
+
+    #[test]
+    fn a_lone_service_tag_is_the_networks_a_note_not_mr_enc_1() {
+        let mut checker = Checker::new(Context::default());
+        let f = checker.check(LINKTYPE_ETHERNET, &tagged(TPID_8021AD));
+        assert!(f.is_empty(), "{f:?}");
+        let f = checker.check(LINKTYPE_ETHERNET, &tagged(TPID_8021AD));
+        assert!(f.is_empty(), "{f:?}");
+        checker.finish();
+        let s = checker.summary();
+        assert_eq!(s.encapsulated.get("s-tag"), Some(&2), "{s:?}");
+        assert_eq!(s.notes.len(), 1, "{s:?}");
+        assert!(s.notes[0].contains("802.1ad service tag"), "{s:?}");
+        // A tag with another TPID in its place is still the NIC's MR-ENC-1.
+        let mut checker = Checker::new(Context::default());
+        let f = checker.check(LINKTYPE_ETHERNET, &tagged(TPID_QINQ_LEGACY));
+        assert_eq!(f.iter().map(|f| f.id).collect::<Vec<_>>(), ["MR-ENC-1"]);
+        checker.finish();
+        assert!(checker.summary().notes.is_empty());
+    }
+
+    /// A RoCE frame from 10.0.0.1 to 10.0.0.2 with UDP checksum `sum`.
+    fn with_udp_checksum(sum: u16) -> Vec<u8> {
+        PacketBuilder::new(Opcode::RC_SEND_ONLY)
+            .ack_req(true)
+            .payload(vec![1, 2, 3, 4, 5, 6, 7, 8])
+            .ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+            .udp_checksum(sum)
+            .build()
+    }
+
+    /// The pseudo-header sum of [`with_udp_checksum`]'s frames, summed here
+    /// by hand: addresses, protocol 17, UDP length (8 + 12 BTH + 8 payload
+    /// + 4 ICRC = 32), folded, not complemented.
+    const PARTIAL: u16 = {
+        let sum: u32 = 0x0a00 + 0x0001 + 0x0a00 + 0x0002 + 17 + 32;
+        sum as u16
+    };
+
+    #[test]
+    fn a_partial_udp_checksum_is_a_capture_note_a_wrong_one_mr_enc_16() {
+        let mut checker = Checker::new(Context::default());
+        for _ in 0..3 {
+            let f = checker.check(LINKTYPE_ETHERNET, &with_udp_checksum(PARTIAL));
+            assert!(f.is_empty(), "{f:?}");
+        }
+        // A genuinely wrong checksum next to them is still the sender's.
+        let f = checker.check(LINKTYPE_ETHERNET, &with_udp_checksum(PARTIAL ^ 0x0100));
+        assert_eq!(f.iter().map(|f| f.id).collect::<Vec<_>>(), ["MR-ENC-16"]);
+        checker.finish();
+        let s = checker.summary();
+        assert_eq!(s.notes.len(), 1, "{s:?}");
+        assert!(
+            s.notes[0].starts_with("UDP checksum not yet filled on 3 frame(s)"),
+            "{s:?}"
+        );
+        assert_eq!(s.by_id.get("MR-ENC-16"), Some(&1));
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub fn frame_json(decoded: &Decoded<'_>) -> Value {
 pub(super) fn outer_json(outer: &Outer) -> Value {
     let ip = |ip: &metaroce_codec::decap::OuterIp| (ip.src.to_string(), ip.dst.to_string());
     match outer {
-        Outer::ServiceTag(tag) => json!({
+        Outer::ServiceTag(tag) | Outer::SingleServiceTag(tag) => json!({
             "name": outer.name(), "tpid": tag.tpid, "pcp": tag.pcp(), "dei": tag.dei(),
             "vid": tag.vid(),
         }),

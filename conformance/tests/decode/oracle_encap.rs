@@ -1,7 +1,8 @@
 //! The encapsulations captures hold, against two independent oracles:
 //! scapy builds a RoCE frame inside each (ERSPAN I/II/III, GRE transparent
-//! Ethernet bridging, VXLAN, QinQ, Linux cooked capture SLL and SLL2, raw
-//! IP link types 101/228/229, RoCE v1; `tests/oracles/encap_oracle.py`),
+//! Ethernet bridging, VXLAN, QinQ, a lone 802.1ad service tag, Linux cooked
+//! capture SLL and SLL2, raw IP link types 101/228/229, RoCE v1;
+//! `tests/oracles/encap_oracle.py`),
 //! `metaroce decode`'s view must show the fields scapy was told to build,
 //! and tshark, decoding the same files, must agree field by field. The
 //! ConnectX RoCE v1 capture of ../shared (or `$METAROCE_SHARED`) is
@@ -125,7 +126,7 @@ fn tshark_map(name: &str) -> &'static [(&'static str, &'static str)] {
         "erspan-i" => &[("gre.proto", "gre_protocol")],
         "gre" => &[("gre.proto", "gre_protocol"), ("gre.key", "gre_key")],
         "vxlan" => &[("vxlan.vni", "vni")],
-        "qinq" => &[("ieee8021ad.id", "vid")],
+        "qinq" | "s-tag" => &[("ieee8021ad.id", "vid")],
         "sll" => &[
             ("sll.pkttype", "packet_type"),
             ("sll.hatype", "hatype"),
@@ -168,7 +169,7 @@ fn every_encapsulation_decodes_as_scapy_built_it_and_tshark_reads_it() {
         String::from_utf8_lossy(&out.stderr)
     );
     let cases: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON cases");
-    assert_eq!(cases.len(), 12, "one case per encapsulation");
+    assert_eq!(cases.len(), 13, "one case per encapsulation");
     for case in &cases {
         let name = case["name"].as_str().expect("name");
         let path = PathBuf::from(case["file"].as_str().expect("file"));

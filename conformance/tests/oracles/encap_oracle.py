@@ -122,6 +122,15 @@ def main():
         0x16,
     )
     case(
+        "s-tag",
+        1,
+        Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+        / Dot1AD(vlan=30, prio=2) / roce(114, 0x1E),
+        {"name": "s-tag", "tpid": 0x88A8, "vid": 30, "pcp": 2},
+        114,
+        0x1E,
+    )
+    case(
         "sll",
         113,
         CookedLinux(pkttype=4, lladdrtype=1, lladdrlen=6, src=b"\x02\x00\x00\x00\x00\x01\x00\x00", proto=0x0800)

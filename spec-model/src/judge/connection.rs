@@ -270,10 +270,17 @@ impl Connection {
 
     /// Withholds the findings from `out[from..]` while a request gap is
     /// unexplained (see [`Connection::held`]).
+    #[inline]
     fn hold(&mut self, out: &mut Vec<ConversationFinding>, from: usize) {
         if self.gap.is_none() || from >= out.len() {
             return;
         }
+        self.hold_found(out, from);
+    }
+
+    /// [`Connection::hold`] with findings to withhold.
+    #[inline(never)]
+    fn hold_found(&mut self, out: &mut Vec<ConversationFinding>, from: usize) {
         if self.held.len() + (out.len() - from) > MAX_HELD {
             self.gap = None;
             out.splice(from..from, self.held.drain(..));
@@ -341,7 +348,11 @@ impl Connection {
 
     /// Delivers the held Acknowledges captured more than `reorder_ns`
     /// before `now_ns` (all of them with `u64::MAX`), in capture order.
+    #[inline]
     fn deliver_early(&mut self, now_ns: u64, reorder_ns: u64, out: &mut Vec<ConversationFinding>) {
+        if self.early.is_empty() {
+            return;
+        }
         while let Some(e) = self
             .early
             .pop_front_if(|e| now_ns.saturating_sub(e.meta.timestamp_ns) > reorder_ns)
