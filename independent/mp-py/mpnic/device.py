@@ -40,7 +40,7 @@ MS = 1000_000
 class Cfg:
     """Local MP constants (§10.3 defaults; MPNIC_<NAME>_US env overrides the
     time constants, e.g. MPNIC_RTO_MIN_US=2000 for a slow software data plane)."""
-    K = 3
+    K = 32   # mp_reorder_threshold default (SPEC v1.2 §10.3; was 3); per QP via the agent
     coalesce_count = 16
     coalesce_time = 8 * US
     rto_init = 1000 * US
@@ -217,12 +217,19 @@ class QP:
     def pmtu(self):
         return self.attrs.get("pmtu", 1024)
 
-    def rto(self):
+    def reorder_k(self):
+        """K of §7.8 rule (a): the QP's mp_reorder_threshold, else the default."""
+        return self.attrs.get("mp_reorder_threshold", Cfg.K)
+
+    def rto_undoubled(self):
+        """§7.8: min(rto_max, max(rto_min, srtt + 4 rttvar)), rto_init before a sample."""
         if self.srtt is None:
-            r = Cfg.rto_init
-        else:
-            r = min(Cfg.rto_max, max(Cfg.rto_min, self.srtt + 4 * self.rttvar))
-        return min(Cfg.rto_max, r * self.backoff)
+            return Cfg.rto_init
+        return min(Cfg.rto_max, max(Cfg.rto_min, self.srtt + 4 * self.rttvar))
+
+    def rto(self):
+        """The RTO of §7.7, doubled after expiries."""
+        return min(Cfg.rto_max, self.rto_undoubled() * self.backoff)
 
 
 class Device:
@@ -1340,7 +1347,7 @@ class Device:
                     qp.retx_q.append(x)
 
     def detect_losses(self, now, qp):
-        K = Cfg.K
+        K = qp.reorder_k()
         seqs = qp.acked_seqs
         for u in qp.unit_list:
             if u.acked or u.lost or u.sacked or u.hold or not u.txcount or u.wr.kind == "atomic" and u.sacked:
@@ -1416,7 +1423,7 @@ class Device:
 
     def read_rerequests(self, now, qp):
         """MR-MPR-6/7: responses deemed missing -> re-request contiguous ranges."""
-        K = Cfg.K
+        K = qp.reorder_k()
         for w in qp.sq:
             if w.kind != "read" or not w.started or w.done or not w.units[0].txcount:
                 continue
@@ -1534,11 +1541,17 @@ class Device:
     def req_tick(self, now, qp):
         if qp.state != "rts" or not qp.mp:
             return
-        # RTO (rule b): one expiry for all PSNs past the RTO
+        # RTO (§7.8 rule (b), v1.2): the RTO expires when the doubled RTO has elapsed since
+        # the latest transmission of some PSN in flight; each expiry deems lost every PSN
+        # in flight whose latest transmission is at least the undoubled RTO old.
         rto = qp.rto()
-        expired = [u for u in qp.unit_list if u.txcount and not u.acked and not u.lost and not u.hold
-                   and (not u.sacked or u.wr.kind == "atomic") and now - u.tx_ns >= rto
-                   and not (u.wr.kind == "read" and (u.sacked or u.wr.rd_got))]
+        rto0 = qp.rto_undoubled()
+        flight = [u for u in qp.unit_list if u.txcount and not u.acked and not u.lost and not u.hold
+                  and (not u.sacked or u.wr.kind == "atomic")
+                  and not (u.wr.kind == "read" and (u.sacked or u.wr.rd_got))]
+        expired = []
+        if any(now - u.tx_ns >= rto for u in flight):
+            expired = [u for u in flight if now - u.tx_ns >= rto0]
         if expired:
             qp.rto_expiries += 1
             if qp.rto_expiries > qp.attrs.get("retry_cnt", 7):
