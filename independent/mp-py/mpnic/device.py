@@ -678,7 +678,15 @@ class Device:
             elif p.opcode in (W.WRITE, W.WRITE_IMM) and p.dma_len != p.msg_len:
                 bad = True
         elif p.opcode == W.READ_REQ:
-            if p.offset != 0 or not p.f or not p.l or p.dma_len != p.msg_len:
+            if p.offset != 0:
+                # MR-MPR-12 (v1.2): a part or re-request (nonzero offset) whose MSN names
+                # no READ accepted here is dropped without an acknowledgement
+                return
+            # v1.2 §7.9 / MR-MPR-11: a first request may ask for a first part (DMA length
+            # below the read length, a multiple of PMTU); F set, L iff it asks for the end
+            # (MR-MPH-2)
+            if not p.f or p.dma_len > p.msg_len or p.l != (p.dma_len == p.msg_len) or \
+                    (p.dma_len < p.msg_len and (p.dma_len == 0 or p.dma_len % P)):
                 bad = True
         elif p.opcode in (W.CMP_SWAP, W.FETCH_ADD):
             if p.offset != 0 or p.msg_len != 8 or not p.f or not p.l:
@@ -860,7 +868,8 @@ class Device:
             if m.opcode in (W.READ_REQ, W.CMP_SWAP, W.FETCH_ADD):
                 if not m.executed:
                     if m.opcode == W.READ_REQ:
-                        self.exec_read(now, qp, m, 0, m.msg_len, 0)
+                        # the first request's range only (a first part, v1.2 §7.9)
+                        self.exec_read(now, qp, m, 0, m.reth[2] if m.msg_len else 0, 0)
                     else:
                         self.exec_atomic(qp, m)
                         self.sack_ack(qp, 0x1F, trig if trig is not None and trig.psn == m.req_psn else None,
@@ -949,7 +958,9 @@ class Device:
                 m2 = m
                 saved = m2.req_ts
                 m2.req_ts = p.ts
-                self.exec_read(now, qp, m2, p.offset, p.dma_len if m.msg_len else 0, 1)
+                # responses carry the request's R: set for a re-request, clear for a
+                # further part (v1.2 MR-MPR-11/12)
+                self.exec_read(now, qp, m2, p.offset, p.dma_len if m.msg_len else 0, p.r)
                 m2.req_ts = saved
                 return
         # a retransmitted READ not yet executed (still pending) is a duplicate
