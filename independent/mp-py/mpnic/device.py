@@ -47,6 +47,7 @@ class Cfg:
     rto_min = 100 * US
     rto_max = 16000 * US
     base_rtt = 10 * US
+    base_rtt_window = 100 * MS   # mp_base_rtt_window (SPEC v1.2 §10.3)
     target_qdelay = 10 * US
     cwnd_init = 524288
     cwnd_max = 786432
@@ -194,6 +195,9 @@ class QP:
         self.srtt = None
         self.rttvar = None
         self.base_rtt = None
+        self.brtt_cur = None      # smallest sample of the current base_rtt window
+        self.brtt_prev = None     # ... of the previous one
+        self.brtt_start = -1 << 62
         self.backoff = 1
         self.rto_expiries = 0
         self.last_md = -1 << 62
@@ -1186,8 +1190,15 @@ class Device:
         else:
             qp.rttvar = 0.75 * qp.rttvar + 0.25 * abs(qp.srtt - r)
             qp.srtt = 0.875 * qp.srtt + 0.125 * r
-        if qp.base_rtt is None or r < qp.base_rtt:
-            qp.base_rtt = r
+        # MR-MPC-9 (v1.2): base_rtt is the smallest sample of the current and the previous
+        # mp_base_rtt_window, so it covers at least the last window and nothing older than two
+        if now - qp.brtt_start >= 2 * Cfg.base_rtt_window:
+            qp.brtt_prev, qp.brtt_cur, qp.brtt_start = None, None, now
+        elif now - qp.brtt_start >= Cfg.base_rtt_window:
+            qp.brtt_prev, qp.brtt_cur, qp.brtt_start = qp.brtt_cur, None, now
+        if qp.brtt_cur is None or r < qp.brtt_cur:
+            qp.brtt_cur = r
+        qp.base_rtt = min(x for x in (qp.brtt_cur, qp.brtt_prev) if x is not None)
         return r
 
     def signal(self, now, qp, r, marked, newly):
@@ -1267,7 +1278,14 @@ class Device:
                 return
         elif later(p.psn, qp.last_sent):
             return
-        r = self.rtt_sample(now, qp, p.echo_ts)
+        # MR-MPA-10 (v1.2): ... or whose bitmap reports a PSN later than the last PSN sent
+        # (a READ's reserved PSNs count as sent: last_sent covers them)
+        if (syn <= 0x1F or p.opcode == W.ATOMIC_ACK) and p.bitmap:
+            hi = (p.sack_base + 63 - ((p.bitmap & -p.bitmap).bit_length() - 1)) & M24
+            if qp.last_sent_none or later(hi, qp.last_sent):
+                return
+        # MR-MPT-10 (v1.2): no RTT sample from a NAK 0x65 whose echoed timestamp is 0
+        r = None if (syn == 0x65 and p.echo_ts == 0) else self.rtt_sample(now, qp, p.echo_ts)
         # probe answer
         rv = qp.retired.get(p.echo_ev)
         if rv is not None and rv["probe_ts"] is not None and rv["probe_ts"] == p.echo_ts:

@@ -4,7 +4,8 @@ import json, os, sys, unittest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mpnic.device import Device, Cfg
 from mpnic.agent import Agent
-from tests.test_device import MAC_I, IP_I, call
+from tests.test_device import MAC_I, IP_I, call, frame
+from mpnic import wire as W
 
 
 def rc(ag, **kw):
@@ -121,6 +122,51 @@ class RtoSweep(unittest.TestCase):
         dev.req_tick(now, qp)
         self.assertEqual(dev.counters["mp_retx_timeout"], 0)
         self.assertEqual((a.txcount, b.txcount), (1, 1))
+
+
+class AckRulesV12(unittest.TestCase):
+    def _qp(self, n):
+        dev, ag, mr, qpn, rtr = mp_qp()
+        to_rts(ag, qpn, rtr)
+        return dev, qpn, post_sends(dev, ag, mr, qpn, n)
+
+    def test_sack_beyond_sent_ignored(self):
+        # MR-MPA-10: an MP ACK whose bitmap reports a PSN never sent is ignored whole
+        dev, qpn, qp = self._qp(2)                           # PSNs 1000, 1001 sent
+        a = qp.unit_list[0]
+        now = a.tx_ns + 5000
+        bm = (1 << 63) | (1 << 61)                            # 1000 and 1002
+        ext = W.sacketh(0x1F, 0, 0, 0, 0, 1000, bm, 0xC000, 0)
+        with dev.lock:
+            dev.handle_frame(now, frame(qpn, W.ACK, 999, ext))
+        self.assertFalse(a.acked)
+        ext = W.sacketh(0x1F, 0, 0, 0, 0, 1000, 1 << 63, 0xC000, 0)   # 1000 only: honoured
+        with dev.lock:                                        # completions notify under it
+            dev.handle_frame(now, frame(qpn, W.ACK, 999, ext))
+        self.assertTrue(a.acked)
+
+    def test_no_rtt_sample_from_trim_nak_with_ts_0(self):
+        # MR-MPT-10: a NAK 0x65 with echoed timestamp 0 gives no RTT sample
+        dev, qpn, qp = self._qp(2)
+        now = (1 << 40) + 5000                               # low 32 bits: 5000 ns after 0
+        ext = W.sacketh(0x65, 0, 0, 0, 0, 1000, 0, 0xC000, 0)
+        dev.handle_frame(now, frame(qpn, W.ACK, 999, ext))
+        self.assertIsNone(qp.srtt)
+        self.assertEqual(dev.counters["mp_retx_trim"], 1)     # still a trim loss, resent
+        ext = W.sacketh(0x65, 0, 0, 0, 0, 1001, 0, 0xC000, 4000)
+        dev.handle_frame(now, frame(qpn, W.ACK, 999, ext))
+        self.assertEqual(qp.srtt, 1000)                      # a nonzero echo is a sample
+
+    def test_base_rtt_ages(self):
+        # MR-MPC-9: base_rtt from the last mp_base_rtt_window, nothing older than twice it
+        dev, qpn, qp = self._qp(1)
+        win = 100_000_000                                     # the default, 100 ms
+        t0 = 1 << 40
+        for dt, ts_ago, base in ((0, 50000, 50000), (win + win // 2, 80000, 50000),
+                                 (2 * win + win // 2, 90000, 80000), (5 * win, 95000, 95000)):
+            now = t0 + dt
+            dev.rtt_sample(now, qp, (now - ts_ago) & 0xFFFFFFFF)
+            self.assertEqual(qp.base_rtt, base, dt)
 
 
 if __name__ == "__main__":
