@@ -1016,8 +1016,9 @@ class Device:
                     continue
                 self.transmit(now, qp, u, retx=True)
             qp.retx_q = rest
-        # 2) READ re-requests
+        # 2) READ re-requests, then further parts of READs requested in parts
         self.read_rerequests(now, qp)
+        self.read_parts(now, qp)
         # 3) new packets
         if now < qp.rnr_hold_until:
             return
@@ -1040,7 +1041,7 @@ class Device:
                     continue
                 if pdiff(u.psn + u.npsn - 1, qp.cum) > Wn:   # MR-MPW-2
                     return
-                cost = u.plen if w.kind != "read" else w.length
+                cost = u.plen if w.kind != "read" else min(w.length, self.read_part_limit(qp))
                 infl = self.inflight(qp)
                 if infl and infl + cost > qp.cwnd:
                     return
@@ -1136,7 +1137,14 @@ class Device:
                           se=se, sport=ev)
             u.inflight = u.plen
         elif w.kind == "read":
-            ext = W.mpeth(1, 1, r, w.msn, 0, w.length, ts) + W.reth(w.remote_addr, w.rkey, w.length)
+            # MR-MPR-11 / MR-MPH-12 (v1.2): the first request asks for at most
+            # max(PMTU, cwnd rounded down to a multiple of PMTU); a copy of it asks the same
+            if getattr(w, "rd_first_len", None) is None:
+                w.rd_first_len = min(w.length, self.read_part_limit(qp))
+                w.rd_req_len = w.rd_first_len
+            dl = w.rd_first_len
+            ext = W.mpeth(1, 1 if dl == w.length else 0, r, w.msn, 0, w.length, ts) + \
+                W.reth(w.remote_addr, w.rkey, dl)
             self.send_pkt(qp, W.READ_REQ, u.psn, ext, ackreq=1, sport=ev)
             w.rd_req_ns = now
             w.rd_req_seq = qp.rd_seq
@@ -1463,6 +1471,9 @@ class Device:
                 n = w.npkts
             if len(w.rd_got) >= n:
                 continue
+            if w.length:
+                # only what was requested can be missing (parts, MR-MPR-11)
+                n = min(n, -(-getattr(w, "rd_req_len", w.length) // qp.pmtu))
             req_seq = getattr(w, "rd_req_seq_idx", {})
             arr = getattr(w, "rd_arr", [])
             missing = []
@@ -1498,6 +1509,37 @@ class Device:
                 if qp.rto_expiries > qp.attrs.get("retry_cnt", 7):
                     self.complete_in_order(now, qp, err_wr=self.oldest_incomplete(qp), err_status=RETRY_EXC_ERR)
                     return
+
+    def read_part_limit(self, qp):
+        """MR-MPR-11: the longest range one READ request (first or part) may ask for."""
+        P = qp.pmtu
+        return max(P, (int(qp.cwnd) // P) * P)
+
+    def read_parts(self, now, qp):
+        """MR-MPR-11 (v1.2): the rest of a READ longer than the window, in further parts
+        (R clear), each once a response to the first request has arrived and as cwnd allows."""
+        P = qp.pmtu
+        for w in qp.sq:
+            if w.kind != "read" or not w.started or w.done or not w.rd_got:
+                continue
+            off = getattr(w, "rd_req_len", w.length)
+            if off >= w.length:
+                continue
+            ln = min(w.length - off, self.read_part_limit(qp))
+            infl = self.inflight(qp)
+            if infl and infl + ln > qp.cwnd:
+                return
+            ts = now & 0xFFFFFFFF
+            ext = W.mpeth(0, 1 if off + ln == w.length else 0, 0, w.msn, off, w.length, ts) + \
+                W.reth(w.remote_addr, w.rkey, ln)
+            self.send_pkt(qp, W.READ_REQ, (w.first_psn + off // P) & M24, ext, ackreq=1,
+                          sport=self.pick_ev(qp, now))
+            w.rd_req_len = off + ln
+            w.rd_req_ns = now
+            d = getattr(w, "rd_req_seq_idx", {})
+            for i in range(off // P, -(-(off + ln) // P)):
+                d[i] = qp.rd_seq
+            w.rd_req_seq_idx = d
 
     def send_rerequest(self, now, qp, w, i0, i1, why):
         P = qp.pmtu

@@ -93,5 +93,49 @@ class T(unittest.TestCase):
         self.assertEqual(call(ag, op="query_qp", qpn=qpn)["state"], "rts")
 
 
+    def test_read_requested_in_parts(self):
+        """MR-MPR-11, MR-MPH-12 (v1.2): a READ longer than max(PMTU, cwnd) is requested in
+        parts: the first asks for a multiple of PMTU with L clear, the rest follows with
+        R clear once a response to the first has arrived."""
+        dev, ag, cq, mr, qpn = setup()
+        qp = dev.qps[qpn]
+        qp.cwnd = 256                                  # one PMTU
+        call(ag, op="post_send", qpn=qpn, wr_id=7, opcode="rdma_read", remote_addr=0x40000, rkey=5,
+             sg_list=[{"addr": mr["addr"], "length": 600, "lkey": mr["lkey"]}])
+
+        def reqs():
+            out = []
+            for fr in dev.txq:
+                if fr[42] == W.READ_REQ:
+                    w0, off, ln, _ = struct.unpack_from("!IIII", fr, 54)
+                    dl = struct.unpack_from("!I", fr, 70 + 12)[0]
+                    out.append((int.from_bytes(fr[51:54], "big"), off, dl, w0 >> 31 & 1,
+                                w0 >> 30 & 1, w0 >> 29 & 1))
+            dev.txq.clear()
+            return out
+
+        first = reqs()
+        self.assertEqual(first, [(1000, 0, 256, 1, 0, 0)])
+        asked = {0: 256}
+        todo = [(0, 256)]
+        now = time.monotonic_ns()
+        for _ in range(8):                            # bounded: answer every range asked for
+            if not todo:
+                break
+            off, n = todo.pop(0)
+            for o in range(off, off + n, 256):
+                ln = min(256, 600 - o)
+                ext = W.mpeth(o == 0, o + ln == 600, 0, 0, o, 600, now & 0xFFFFFFFF)
+                with dev.lock:
+                    dev.handle_frame(now, frame(qpn, W.READ_RESP, 1000 + o // 256, ext, b"\x05" * ln))
+            for psn, o, dl, f, l, r in reqs():
+                self.assertEqual((psn, f, r, l), (1000 + o // 256, 0, 0, int(o + dl == 600)))
+                self.assertEqual(o % 256, 0)
+                asked[o] = dl
+                todo.append((o, dl))
+        self.assertEqual(sum(asked.values()), 600)
+        self.assertEqual(call(ag, op="read_mr", mr=mr["mr"], offset=0, length=600)["hex"], "05" * 600)
+
+
 if __name__ == "__main__":
     unittest.main()
