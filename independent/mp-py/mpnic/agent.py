@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from .device import Device, QP, SWR, STATUS_NAMES, COUNTERS, LOC_PROT_ERR
+from .device import Device, QP, SWR, STATUS_NAMES, COUNTERS, LOC_PROT_ERR, Cfg
 from . import wire as W
 
 MAXLINE = 1048576
@@ -37,13 +37,13 @@ TRANS = {  # (from, to) -> (required, accepted)
     ("init", "init"): (set(), {"access", "p_key"}),
     ("init", "rtr"): ({"dest_qpn", "rq_psn", "pmtu", "path", "max_dest_rd_atomic", "min_rnr_timer"},
                       {"access", "p_key", "mp", "mp_entropy_set", "mp_entropy_set_size",
-                       "mp_window", "mp_trim_dscp", "mp_flow_label_entropy"}),
+                       "mp_window", "mp_trim_dscp", "mp_flow_label_entropy", "mp_reorder_threshold"}),
     ("rtr", "rts"): ({"sq_psn", "timeout", "retry_cnt", "rnr_retry", "max_rd_atomic"},
                      {"access", "min_rnr_timer"}),
     ("rts", "rts"): (set(), {"timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "access"}),
 }
 MP_KEYS = {"mp", "mp_entropy_set", "mp_entropy_set_size", "mp_window", "mp_trim_dscp",
-           "mp_flow_label_entropy"}
+           "mp_flow_label_entropy", "mp_reorder_threshold"}
 WR_OPS = {
     "send": (set(), "send", W.SEND, "send"),
     "send_with_imm": ({"imm"}, "send", W.SEND_IMM, "send"),
@@ -453,6 +453,9 @@ class Agent:
                 v[k] = None if x is None else _int(x, f, 0, 63)
             elif k == "mp_flow_label_entropy":
                 v[k] = _bool(x, f)
+            elif k == "mp_reorder_threshold":
+                # AGENT.md: 1-64 (SPEC §10.3); outside is out_of_range, never clamped
+                v[k] = _int(x, f, 1, 64)
         cur = qp.state
         if st in ("reset", "err"):
             if attrs:
@@ -510,6 +513,7 @@ class Agent:
                 qp.attrs["mp_window"] = v.get("mp_window", min(1024, PROFILE["mp_window_max"]))
                 qp.attrs["mp_trim_dscp"] = v.get("mp_trim_dscp")
                 qp.attrs["mp_flow_label_entropy"] = v.get("mp_flow_label_entropy", False)
+                qp.attrs["mp_reorder_threshold"] = v.get("mp_reorder_threshold", Cfg.K)
                 qp.dev_window = qp.attrs["mp_window"]
             else:
                 qp.evs = [0xC000 | (qp.qpn & 0x3FFF)]
@@ -552,7 +556,7 @@ class Agent:
                "outstanding": {"send": len([w for w in qp.sq if not w.done]), "recv": len(qp.rq)}}
         if qp.mp:
             for k in ("mp_entropy_set", "mp_entropy_set_size", "mp_window", "mp_trim_dscp",
-                      "mp_flow_label_entropy"):
+                      "mp_flow_label_entropy", "mp_reorder_threshold"):
                 at[k] = qp.attrs.get(k)
         elif qp.evs:
             out["udp_src_port"] = qp.evs[0]

@@ -40,13 +40,14 @@ MS = 1000_000
 class Cfg:
     """Local MP constants (§10.3 defaults; MPNIC_<NAME>_US env overrides the
     time constants, e.g. MPNIC_RTO_MIN_US=2000 for a slow software data plane)."""
-    K = 3
+    K = 32   # mp_reorder_threshold default (SPEC v1.2 §10.3; was 3); per QP via the agent
     coalesce_count = 16
     coalesce_time = 8 * US
     rto_init = 1000 * US
     rto_min = 100 * US
     rto_max = 16000 * US
     base_rtt = 10 * US
+    base_rtt_window = 100 * MS   # mp_base_rtt_window (SPEC v1.2 §10.3)
     target_qdelay = 10 * US
     cwnd_init = 524288
     cwnd_max = 786432
@@ -194,6 +195,9 @@ class QP:
         self.srtt = None
         self.rttvar = None
         self.base_rtt = None
+        self.brtt_cur = None      # smallest sample of the current base_rtt window
+        self.brtt_prev = None     # ... of the previous one
+        self.brtt_start = -1 << 62
         self.backoff = 1
         self.rto_expiries = 0
         self.last_md = -1 << 62
@@ -217,12 +221,19 @@ class QP:
     def pmtu(self):
         return self.attrs.get("pmtu", 1024)
 
-    def rto(self):
+    def reorder_k(self):
+        """K of §7.8 rule (a): the QP's mp_reorder_threshold, else the default."""
+        return self.attrs.get("mp_reorder_threshold", Cfg.K)
+
+    def rto_undoubled(self):
+        """§7.8: min(rto_max, max(rto_min, srtt + 4 rttvar)), rto_init before a sample."""
         if self.srtt is None:
-            r = Cfg.rto_init
-        else:
-            r = min(Cfg.rto_max, max(Cfg.rto_min, self.srtt + 4 * self.rttvar))
-        return min(Cfg.rto_max, r * self.backoff)
+            return Cfg.rto_init
+        return min(Cfg.rto_max, max(Cfg.rto_min, self.srtt + 4 * self.rttvar))
+
+    def rto(self):
+        """The RTO of §7.7, doubled after expiries."""
+        return min(Cfg.rto_max, self.rto_undoubled() * self.backoff)
 
 
 class Device:
@@ -671,7 +682,15 @@ class Device:
             elif p.opcode in (W.WRITE, W.WRITE_IMM) and p.dma_len != p.msg_len:
                 bad = True
         elif p.opcode == W.READ_REQ:
-            if p.offset != 0 or not p.f or not p.l or p.dma_len != p.msg_len:
+            if p.offset != 0:
+                # MR-MPR-12 (v1.2): a part or re-request (nonzero offset) whose MSN names
+                # no READ accepted here is dropped without an acknowledgement
+                return
+            # v1.2 §7.9 / MR-MPR-11: a first request may ask for a first part (DMA length
+            # below the read length, a multiple of PMTU); F set, L iff it asks for the end
+            # (MR-MPH-2)
+            if not p.f or p.dma_len > p.msg_len or p.l != (p.dma_len == p.msg_len) or \
+                    (p.dma_len < p.msg_len and (p.dma_len == 0 or p.dma_len % P)):
                 bad = True
         elif p.opcode in (W.CMP_SWAP, W.FETCH_ADD):
             if p.offset != 0 or p.msg_len != 8 or not p.f or not p.l:
@@ -853,7 +872,8 @@ class Device:
             if m.opcode in (W.READ_REQ, W.CMP_SWAP, W.FETCH_ADD):
                 if not m.executed:
                     if m.opcode == W.READ_REQ:
-                        self.exec_read(now, qp, m, 0, m.msg_len, 0)
+                        # the first request's range only (a first part, v1.2 §7.9)
+                        self.exec_read(now, qp, m, 0, m.reth[2] if m.msg_len else 0, 0)
                     else:
                         self.exec_atomic(qp, m)
                         self.sack_ack(qp, 0x1F, trig if trig is not None and trig.psn == m.req_psn else None,
@@ -942,7 +962,9 @@ class Device:
                 m2 = m
                 saved = m2.req_ts
                 m2.req_ts = p.ts
-                self.exec_read(now, qp, m2, p.offset, p.dma_len if m.msg_len else 0, 1)
+                # responses carry the request's R: set for a re-request, clear for a
+                # further part (v1.2 MR-MPR-11/12)
+                self.exec_read(now, qp, m2, p.offset, p.dma_len if m.msg_len else 0, p.r)
                 m2.req_ts = saved
                 return
         # a retransmitted READ not yet executed (still pending) is a duplicate
@@ -994,8 +1016,9 @@ class Device:
                     continue
                 self.transmit(now, qp, u, retx=True)
             qp.retx_q = rest
-        # 2) READ re-requests
+        # 2) READ re-requests, then further parts of READs requested in parts
         self.read_rerequests(now, qp)
+        self.read_parts(now, qp)
         # 3) new packets
         if now < qp.rnr_hold_until:
             return
@@ -1018,7 +1041,7 @@ class Device:
                     continue
                 if pdiff(u.psn + u.npsn - 1, qp.cum) > Wn:   # MR-MPW-2
                     return
-                cost = u.plen if w.kind != "read" else w.length
+                cost = u.plen if w.kind != "read" else min(w.length, self.read_part_limit(qp))
                 infl = self.inflight(qp)
                 if infl and infl + cost > qp.cwnd:
                     return
@@ -1114,7 +1137,14 @@ class Device:
                           se=se, sport=ev)
             u.inflight = u.plen
         elif w.kind == "read":
-            ext = W.mpeth(1, 1, r, w.msn, 0, w.length, ts) + W.reth(w.remote_addr, w.rkey, w.length)
+            # MR-MPR-11 / MR-MPH-12 (v1.2): the first request asks for at most
+            # max(PMTU, cwnd rounded down to a multiple of PMTU); a copy of it asks the same
+            if getattr(w, "rd_first_len", None) is None:
+                w.rd_first_len = min(w.length, self.read_part_limit(qp))
+                w.rd_req_len = w.rd_first_len
+            dl = w.rd_first_len
+            ext = W.mpeth(1, 1 if dl == w.length else 0, r, w.msn, 0, w.length, ts) + \
+                W.reth(w.remote_addr, w.rkey, dl)
             self.send_pkt(qp, W.READ_REQ, u.psn, ext, ackreq=1, sport=ev)
             w.rd_req_ns = now
             w.rd_req_seq = qp.rd_seq
@@ -1168,8 +1198,15 @@ class Device:
         else:
             qp.rttvar = 0.75 * qp.rttvar + 0.25 * abs(qp.srtt - r)
             qp.srtt = 0.875 * qp.srtt + 0.125 * r
-        if qp.base_rtt is None or r < qp.base_rtt:
-            qp.base_rtt = r
+        # MR-MPC-9 (v1.2): base_rtt is the smallest sample of the current and the previous
+        # mp_base_rtt_window, so it covers at least the last window and nothing older than two
+        if now - qp.brtt_start >= 2 * Cfg.base_rtt_window:
+            qp.brtt_prev, qp.brtt_cur, qp.brtt_start = None, None, now
+        elif now - qp.brtt_start >= Cfg.base_rtt_window:
+            qp.brtt_prev, qp.brtt_cur, qp.brtt_start = qp.brtt_cur, None, now
+        if qp.brtt_cur is None or r < qp.brtt_cur:
+            qp.brtt_cur = r
+        qp.base_rtt = min(x for x in (qp.brtt_cur, qp.brtt_prev) if x is not None)
         return r
 
     def signal(self, now, qp, r, marked, newly):
@@ -1249,7 +1286,14 @@ class Device:
                 return
         elif later(p.psn, qp.last_sent):
             return
-        r = self.rtt_sample(now, qp, p.echo_ts)
+        # MR-MPA-10 (v1.2): ... or whose bitmap reports a PSN later than the last PSN sent
+        # (a READ's reserved PSNs count as sent: last_sent covers them)
+        if (syn <= 0x1F or p.opcode == W.ATOMIC_ACK) and p.bitmap:
+            hi = (p.sack_base + 63 - ((p.bitmap & -p.bitmap).bit_length() - 1)) & M24
+            if qp.last_sent_none or later(hi, qp.last_sent):
+                return
+        # MR-MPT-10 (v1.2): no RTT sample from a NAK 0x65 whose echoed timestamp is 0
+        r = None if (syn == 0x65 and p.echo_ts == 0) else self.rtt_sample(now, qp, p.echo_ts)
         # probe answer
         rv = qp.retired.get(p.echo_ev)
         if rv is not None and rv["probe_ts"] is not None and rv["probe_ts"] == p.echo_ts:
@@ -1340,7 +1384,7 @@ class Device:
                     qp.retx_q.append(x)
 
     def detect_losses(self, now, qp):
-        K = Cfg.K
+        K = qp.reorder_k()
         seqs = qp.acked_seqs
         for u in qp.unit_list:
             if u.acked or u.lost or u.sacked or u.hold or not u.txcount or u.wr.kind == "atomic" and u.sacked:
@@ -1416,7 +1460,7 @@ class Device:
 
     def read_rerequests(self, now, qp):
         """MR-MPR-6/7: responses deemed missing -> re-request contiguous ranges."""
-        K = Cfg.K
+        K = qp.reorder_k()
         for w in qp.sq:
             if w.kind != "read" or not w.started or w.done or not w.units[0].txcount:
                 continue
@@ -1427,6 +1471,9 @@ class Device:
                 n = w.npkts
             if len(w.rd_got) >= n:
                 continue
+            if w.length:
+                # only what was requested can be missing (parts, MR-MPR-11)
+                n = min(n, -(-getattr(w, "rd_req_len", w.length) // qp.pmtu))
             req_seq = getattr(w, "rd_req_seq_idx", {})
             arr = getattr(w, "rd_arr", [])
             missing = []
@@ -1462,6 +1509,37 @@ class Device:
                 if qp.rto_expiries > qp.attrs.get("retry_cnt", 7):
                     self.complete_in_order(now, qp, err_wr=self.oldest_incomplete(qp), err_status=RETRY_EXC_ERR)
                     return
+
+    def read_part_limit(self, qp):
+        """MR-MPR-11: the longest range one READ request (first or part) may ask for."""
+        P = qp.pmtu
+        return max(P, (int(qp.cwnd) // P) * P)
+
+    def read_parts(self, now, qp):
+        """MR-MPR-11 (v1.2): the rest of a READ longer than the window, in further parts
+        (R clear), each once a response to the first request has arrived and as cwnd allows."""
+        P = qp.pmtu
+        for w in qp.sq:
+            if w.kind != "read" or not w.started or w.done or not w.rd_got:
+                continue
+            off = getattr(w, "rd_req_len", w.length)
+            if off >= w.length:
+                continue
+            ln = min(w.length - off, self.read_part_limit(qp))
+            infl = self.inflight(qp)
+            if infl and infl + ln > qp.cwnd:
+                return
+            ts = now & 0xFFFFFFFF
+            ext = W.mpeth(0, 1 if off + ln == w.length else 0, 0, w.msn, off, w.length, ts) + \
+                W.reth(w.remote_addr, w.rkey, ln)
+            self.send_pkt(qp, W.READ_REQ, (w.first_psn + off // P) & M24, ext, ackreq=1,
+                          sport=self.pick_ev(qp, now))
+            w.rd_req_len = off + ln
+            w.rd_req_ns = now
+            d = getattr(w, "rd_req_seq_idx", {})
+            for i in range(off // P, -(-(off + ln) // P)):
+                d[i] = qp.rd_seq
+            w.rd_req_seq_idx = d
 
     def send_rerequest(self, now, qp, w, i0, i1, why):
         P = qp.pmtu
@@ -1534,11 +1612,17 @@ class Device:
     def req_tick(self, now, qp):
         if qp.state != "rts" or not qp.mp:
             return
-        # RTO (rule b): one expiry for all PSNs past the RTO
+        # RTO (§7.8 rule (b), v1.2): the RTO expires when the doubled RTO has elapsed since
+        # the latest transmission of some PSN in flight; each expiry deems lost every PSN
+        # in flight whose latest transmission is at least the undoubled RTO old.
         rto = qp.rto()
-        expired = [u for u in qp.unit_list if u.txcount and not u.acked and not u.lost and not u.hold
-                   and (not u.sacked or u.wr.kind == "atomic") and now - u.tx_ns >= rto
-                   and not (u.wr.kind == "read" and (u.sacked or u.wr.rd_got))]
+        rto0 = qp.rto_undoubled()
+        flight = [u for u in qp.unit_list if u.txcount and not u.acked and not u.lost and not u.hold
+                  and (not u.sacked or u.wr.kind == "atomic")
+                  and not (u.wr.kind == "read" and (u.sacked or u.wr.rd_got))]
+        expired = []
+        if any(now - u.tx_ns >= rto for u in flight):
+            expired = [u for u in flight if now - u.tx_ns >= rto0]
         if expired:
             qp.rto_expiries += 1
             if qp.rto_expiries > qp.attrs.get("retry_cnt", 7):
