@@ -275,20 +275,20 @@ impl CheckArgs {
                 delay_max_ns: self.cnp_delay.saturating_mul(1000),
                 ..NpParams::default()
             };
-            Checker::with_conversation(
-                ctx,
-                ConversationConfig {
-                    pmtu: self.pmtu,
-                    timeout: self.timeout,
-                    lossy: self.lossy,
-                    tolerance_ns: self.tolerance.saturating_mul(1000),
-                    idle_ns: self.idle.saturating_mul(1_000_000_000),
-                    np: (!self.no_cnp && declared.cnp_generation != Some(false)).then_some(np),
-                    credits: declared.credits,
-                    features: declared.features.unwrap_or(Features::ALL),
-                    ..ConversationConfig::default()
-                },
-            )
+            let mut cfg = ConversationConfig {
+                pmtu: self.pmtu,
+                max_pmtu: declared.max_pmtu,
+                timeout: self.timeout,
+                lossy: self.lossy,
+                tolerance_ns: self.tolerance.saturating_mul(1000),
+                idle_ns: self.idle.saturating_mul(1_000_000_000),
+                np: (!self.no_cnp && declared.cnp_generation != Some(false)).then_some(np),
+                credits: declared.credits,
+                features: declared.features.unwrap_or(Features::ALL),
+                ..ConversationConfig::default()
+            };
+            declared.apply_mp(&mut cfg.mp, self.pmtu);
+            Checker::with_conversation(ctx, cfg)
         };
         Ok(checker.only_profile(self.only().map(|p| match p {
             ProfileArg::Base => Profile::Base,
