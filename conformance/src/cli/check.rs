@@ -72,8 +72,10 @@ pub struct CheckArgs {
     /// The capability profile of the NICs (YAML, SPEC §2 keys: the file
     /// `metaroce run --profile` takes): judge against what it declares
     /// (credits, cnp_generation, atomics, flush, atomic_write,
-    /// send_with_invalidate, immediate, mp) instead of learning it; traffic
-    /// that contradicts a declared value is a finding naming the frame.
+    /// send_with_invalidate, immediate, mp, max_pmtu; the SPEC §10.3
+    /// mp_reorder_threshold, mp_rto_min, mp_ack_prompt_max, mp_cwnd_max)
+    /// instead of learning it; traffic that contradicts a declared value is
+    /// a finding naming the frame.
     /// (`base` or `mp` here is the old name of --only.)
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
