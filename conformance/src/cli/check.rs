@@ -72,8 +72,10 @@ pub struct CheckArgs {
     /// The capability profile of the NICs (YAML, SPEC §2 keys: the file
     /// `metaroce run --profile` takes): judge against what it declares
     /// (credits, cnp_generation, atomics, flush, atomic_write,
-    /// send_with_invalidate, immediate, mp) instead of learning it; traffic
-    /// that contradicts a declared value is a finding naming the frame.
+    /// send_with_invalidate, immediate, mp, max_pmtu; the SPEC §10.3
+    /// mp_reorder_threshold, mp_rto_min, mp_ack_prompt_max, mp_cwnd_max)
+    /// instead of learning it; traffic that contradicts a declared value is
+    /// a finding naming the frame.
     /// (`base` or `mp` here is the old name of --only.)
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
@@ -275,20 +277,20 @@ impl CheckArgs {
                 delay_max_ns: self.cnp_delay.saturating_mul(1000),
                 ..NpParams::default()
             };
-            Checker::with_conversation(
-                ctx,
-                ConversationConfig {
-                    pmtu: self.pmtu,
-                    timeout: self.timeout,
-                    lossy: self.lossy,
-                    tolerance_ns: self.tolerance.saturating_mul(1000),
-                    idle_ns: self.idle.saturating_mul(1_000_000_000),
-                    np: (!self.no_cnp && declared.cnp_generation != Some(false)).then_some(np),
-                    credits: declared.credits,
-                    features: declared.features.unwrap_or(Features::ALL),
-                    ..ConversationConfig::default()
-                },
-            )
+            let mut cfg = ConversationConfig {
+                pmtu: self.pmtu,
+                max_pmtu: declared.max_pmtu,
+                timeout: self.timeout,
+                lossy: self.lossy,
+                tolerance_ns: self.tolerance.saturating_mul(1000),
+                idle_ns: self.idle.saturating_mul(1_000_000_000),
+                np: (!self.no_cnp && declared.cnp_generation != Some(false)).then_some(np),
+                credits: declared.credits,
+                features: declared.features.unwrap_or(Features::ALL),
+                ..ConversationConfig::default()
+            };
+            declared.apply_mp(&mut cfg.mp, self.pmtu);
+            Checker::with_conversation(ctx, cfg)
         };
         Ok(checker.only_profile(self.only().map(|p| match p {
             ProfileArg::Base => Profile::Base,

@@ -13,7 +13,7 @@ use metaroce_codec::{Msn, Opcode, PacketBuilder, Psn};
 use metaroce_conformance::capture::PcapNgWriter;
 
 /// Writes `(capture time in ns, frame)` as a pcapng file.
-fn capture(name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf {
+pub(crate) fn capture(name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf {
     let mut w = PcapNgWriter::new(Vec::new()).unwrap();
     for (t, f) in frames {
         w.write_packet(*t, f, f.len() as u32, None).unwrap();
@@ -26,7 +26,7 @@ fn capture(name: &str, frames: &[(u64, Vec<u8>)]) -> PathBuf {
 /// An MP SEND of one 64-byte packet (message `psn`, MSN `psn`) at PSN
 /// `psn`, 10.0.0.1 → 10.0.0.2 QPN 0x12, from UDP source port 0xC000 + `psn`,
 /// MPETH timestamp `ts`.
-fn send(psn: u32, ts: u32, retx: bool) -> Vec<u8> {
+pub(crate) fn send(psn: u32, ts: u32, retx: bool) -> Vec<u8> {
     PacketBuilder::new(Opcode::MP_SEND)
         .ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
         .psn(psn)
@@ -51,7 +51,7 @@ fn send(psn: u32, ts: u32, retx: bool) -> Vec<u8> {
 /// The MP ACK 10.0.0.2 → 10.0.0.1 QPN 0x22 of every PSN up to `cum`,
 /// sent from UDP source port `port`, echoing the request at PSN `cum`
 /// (source port 0xC000 + `cum`, timestamp `ts`).
-fn ack(cum: u32, ts: u32, port: u16) -> PacketBuilder {
+pub(crate) fn ack(cum: u32, ts: u32, port: u16) -> PacketBuilder {
     PacketBuilder::new(Opcode::MP_ACK)
         .ipv4([10, 0, 0, 2].into(), [10, 0, 0, 1].into())
         .psn(cum)

@@ -1,6 +1,6 @@
 //! `metaroce check` and its checker, in one test binary (one link of the
 //! crate): the command's outputs and options (`check_cli`, `check_outputs`,
-//! `check_threads`), MP acknowledges (`check_mp_acks`), the checker on cut,
+//! `check_profile`, `check_threads`), MP acknowledges (`check_mp_acks`), the checker on cut,
 //! real and Soft-RoCE captures (`cut_captures`, `real_captures`,
 //! `rxe_captures`) and the committed sample capture (`sample_capture`).
 //! Each module was a test binary of its own; insta names a snapshot
@@ -12,6 +12,7 @@ mod common;
 mod check_cli;
 mod check_mp_acks;
 mod check_outputs;
+mod check_profile;
 mod check_threads;
 mod cut_captures;
 mod real_captures;

@@ -215,6 +215,7 @@ impl Connection {
                 requester: Box::new(RequestStreamJudge::new(JudgeConfig {
                     qp_type: RequesterQpType::Rc,
                     pmtu,
+                    max_pmtu: cfg.max_pmtu,
                     timeout: cfg.timeout,
                     lossy: cfg.lossy,
                     tolerance_ns: cfg.tolerance_ns,

@@ -88,6 +88,9 @@ pub const MAX_CLOSED: usize = 65_536;
 pub struct ConversationConfig {
     /// Path MTU, if known; otherwise learnt per connection from packet lengths.
     pub pmtu: Option<u32>,
+    /// The largest PMTU the NICs support (`max_pmtu`, SPEC §2), if
+    /// declared: a PMTU not given is learnt among the values up to it.
+    pub max_pmtu: Option<u32>,
     /// The requesters' `timeout` attribute, if known (enables the timer checks).
     pub timeout: Option<u8>,
     /// Features the responders declare (default: every optional responder
@@ -135,6 +138,7 @@ impl Default for ConversationConfig {
     fn default() -> Self {
         ConversationConfig {
             pmtu: None,
+            max_pmtu: None,
             timeout: None,
             features: Features::ALL,
             credits: None,

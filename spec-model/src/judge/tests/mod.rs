@@ -357,6 +357,30 @@ fn pmtu_is_learnt_from_the_packets() {
 }
 
 #[test]
+fn a_declared_max_pmtu_bounds_the_learnt_pmtu() {
+    // A SEND First of 1024 bytes: PMTU 1024 when learnt, but longer than
+    // every PMTU up to a declared `max_pmtu` of 512 (MR-PKT-1 at frame 1).
+    let p = [
+        request(Opcode::RC_SEND_FIRST, 100, 1024, false),
+        request(Opcode::RC_SEND_LAST, 101, 10, true),
+        ack(101, 1),
+    ];
+    let max = |max_pmtu| ConversationConfig {
+        max_pmtu,
+        ..ConversationConfig::default()
+    };
+    assert_eq!(ids(&run_with(max(None), &p).1), vec![]);
+    assert_eq!(ids(&run_with(max(Some(4096)), &p).1), vec![]);
+    assert_eq!(ids(&run_with(max(Some(512)), &p).1), vec![("MR-PKT-1", 1)]);
+    // A given PMTU wins over the declared maximum.
+    let given = ConversationConfig {
+        pmtu: Some(1024),
+        ..max(Some(512))
+    };
+    assert_eq!(ids(&run_with(given, &p).1), vec![]);
+}
+
+#[test]
 fn two_qps_between_the_same_hosts_pair_by_psn() {
     let mut p = sends(100, 1);
     let mut other = request(Opcode::RC_SEND_ONLY, 5000, 8, true);

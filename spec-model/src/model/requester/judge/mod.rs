@@ -46,6 +46,11 @@ pub struct JudgeConfig {
     pub qp_type: QpType,
     /// PMTU, if known; otherwise learnt from packet lengths.
     pub pmtu: Option<u32>,
+    /// The largest PMTU the implementation supports (`max_pmtu`, SPEC §2),
+    /// if declared: the PMTU is learnt among the values up to it, so a
+    /// packet longer than it is a finding (MR-PKT-1). Ignored when `pmtu`
+    /// is given.
+    pub max_pmtu: Option<u32>,
     /// The requester's `timeout` attribute, if known (timing checks need it
     /// and timestamps).
     pub timeout: Option<u8>,
@@ -160,7 +165,11 @@ pub struct RequestStreamJudge {
 impl RequestStreamJudge {
     /// A judge that has seen nothing yet.
     pub fn new(config: JudgeConfig) -> Self {
-        let pmtu = config.pmtu.map_or(PmtuSet::ALL, PmtuSet::known);
+        let mut pmtu = config.pmtu.map_or(PmtuSet::ALL, PmtuSet::known);
+        if let (None, Some(max)) = (config.pmtu, config.max_pmtu) {
+            // An invalid `max_pmtu` (below 256) leaves every candidate.
+            pmtu.narrow(|p| p <= max);
+        }
         RequestStreamJudge {
             config,
             pmtu,
