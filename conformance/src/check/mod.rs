@@ -498,8 +498,23 @@ impl Checker {
         data: &[u8],
     ) -> Vec<Reported> {
         let mut inspection = Inspection::default();
-        self.inspector.inspect_into(linktype, data, &mut inspection);
-        self.absorb(number, timestamp_ns, &mut inspection)
+        self.check_frame_in(number, timestamp_ns, linktype, data, &mut inspection)
+    }
+
+    /// [`Checker::check_frame`] with the frame decoded into `inspection`, a
+    /// place the caller keeps (fresh or used before): a caller whose frames
+    /// all borrow the same bytes (a mapped capture) saves building one per
+    /// frame.
+    pub fn check_frame_in<'a>(
+        &mut self,
+        number: u64,
+        timestamp_ns: u64,
+        linktype: u32,
+        data: &'a [u8],
+        inspection: &mut Inspection<'a>,
+    ) -> Vec<Reported> {
+        self.inspector.inspect_into(linktype, data, inspection);
+        self.absorb(number, timestamp_ns, inspection)
     }
 
     /// Counts an inspected frame and runs the conversation judge on it:

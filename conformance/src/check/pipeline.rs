@@ -7,7 +7,7 @@
 //! sink does with them (print, count, keep for annotation) is the caller's.
 
 use super::parallel::{BATCH, Job};
-use super::{Checker, Filter, FrameVerdict, Reported};
+use super::{Checker, Filter, FrameVerdict, Inspection, Reported};
 use crate::capture::{CaptureError, CaptureReader, map_file};
 use indicatif::ProgressBar;
 use std::io;
@@ -76,7 +76,7 @@ where
         Opened::Mapped(reader) if threads > 1 => {
             parallel(reader, threads, checker, &mut time, sink, progress)
         }
-        Opened::Mapped(reader) => sequential(reader, checker, &mut time, sink, progress),
+        Opened::Mapped(reader) => mapped(reader, checker, &mut time, sink, progress),
         Opened::Streamed(reader) => sequential(reader, checker, &mut time, sink, progress),
     }
 }
@@ -111,6 +111,62 @@ fn sequential<R: io::Read, F: FnMut(&[Reported]) -> io::Result<()>>(
         }
         if let Some(pb) = progress
             && frame.number % 4096 == 0
+        {
+            pb.set_position(reader.position());
+        }
+    }
+}
+
+/// Judges every frame of a mapped capture on this thread. The frames borrow
+/// the mapping, so one [`Inspection`] serves them all, each decoded where
+/// the one before was, not built afresh per frame (a frame and its
+/// encapsulation, some 800 bytes: 1.3 M of 231 M instructions on 10 MB of
+/// `send256`).
+fn mapped<F: FnMut(&[Reported]) -> io::Result<()>>(
+    reader: &mut CaptureReader<io::Empty>,
+    checker: &mut Checker,
+    time: &mut Filter,
+    sink: &mut F,
+    progress: Option<&ProgressBar>,
+) -> Ended {
+    let Some(shared) = reader.shared_bytes().cloned() else {
+        return sequential(reader, checker, time, sink, progress);
+    };
+    let bytes: &[u8] = (*shared).as_ref();
+    let mut inspection = Inspection::default();
+    loop {
+        let (number, timestamp_ns, linktype, start, len) = match reader.next_frame() {
+            Ok(Some(f)) => (
+                f.number,
+                f.timestamp_ns,
+                f.linktype,
+                f.data_offset,
+                f.data.len(),
+            ),
+            Ok(None) => return Ended::Done,
+            Err(e) => return Ended::BadInput(e),
+        };
+        if time.has_time_range() {
+            match time.frame(timestamp_ns) {
+                FrameVerdict::Take => {}
+                FrameVerdict::Skip => continue,
+                FrameVerdict::Stop => return Ended::Done,
+            }
+        }
+        // The reader's frames lie in its bytes; one that did not would be
+        // judged as an empty frame (as `parallel` does).
+        let data = usize::try_from(start)
+            .ok()
+            .and_then(|s| bytes.get(s..s.checked_add(len)?))
+            .unwrap_or_default();
+        let found = checker.check_frame_in(number, timestamp_ns, linktype, data, &mut inspection);
+        if !found.is_empty()
+            && let Err(e) = sink(&found)
+        {
+            return Ended::Output(e);
+        }
+        if let Some(pb) = progress
+            && number % 4096 == 0
         {
             pb.set_position(reader.position());
         }

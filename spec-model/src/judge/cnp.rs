@@ -122,7 +122,20 @@ impl CnpJudge {
     }
 
     /// Time passed to `now_ns`: debts past their deadline are findings.
+    #[inline]
     pub fn advance(&mut self, now_ns: u64, out: &mut Vec<ConversationFinding>) {
+        if self
+            .deadlines
+            .front()
+            .is_some_and(|&(due, _, _)| due.saturating_add(self.tolerance_ns) < now_ns)
+        {
+            self.advance_due(now_ns, out);
+        }
+    }
+
+    /// [`CnpJudge::advance`] with a deadline passed (rare: kept out of line).
+    #[inline(never)]
+    fn advance_due(&mut self, now_ns: u64, out: &mut Vec<ConversationFinding>) {
         let tol = self.tolerance_ns;
         while let Some(&(due, key, frame)) = self.deadlines.front() {
             if due.saturating_add(tol) >= now_ns {

@@ -455,10 +455,16 @@ impl Connection {
     }
 
     /// Names this connection in `found`: its QPNs and first frame.
+    #[inline]
     pub fn label(&self, found: &mut [ConversationFinding]) {
-        if found.is_empty() {
-            return;
+        if !found.is_empty() {
+            self.label_found(found);
         }
+    }
+
+    /// [`Connection::label`] with findings to name (rare: kept out of line).
+    #[inline(never)]
+    fn label_found(&self, found: &mut [ConversationFinding]) {
         let qpns = self.qpns();
         for f in found {
             f.qpns.clone_from(&qpns);
