@@ -43,6 +43,27 @@
 //!
 //!   ACKs on different paths, neither proven first, are not compared: a
 //!   cumulative PSN lower than one seen on another path is no finding.
+//!
+//! # MR-MPL-6 and the sender's clock
+//!
+//! MR-MPL-6 counts only acknowledgements the requester had *processed*
+//! when the copy left: a copy built before a covering ACK reached the
+//! requester may be captured after that ACK (a loaded host hands it to
+//! the link late). A copy's MPETH timestamp is the requester's clock
+//! between building it and handing it to the link (MR-MPH-5, new per
+//! copy, MR-MPL-7), so the judge keeps one number per requester, the
+//! clock offset: the smallest (capture time − timestamp) modulo 2^32 over
+//! its stamped packets so far (probes included; a stamp of 0 is skipped).
+//! A copy's stamp plus that offset is when it was stamped, in capture time,
+//! late by at most the fastest transit to the capture point; both sides
+//! are taken modulo 2^32, so the 32-bit stamp may wrap (every ~4.3 s) and
+//! capture times exceed it. A copy of an acknowledged PSN is MR-MPL-6 only
+//! when stamped after the capture time of the first ACK known to cover the
+//! PSN (its first SACK bit, else the first cumulative mark at or past it;
+//! a forgotten mark only makes that time later) by more than
+//! [`MpJudge::tolerance_ns`]. When no earlier stamped packet was seen, the
+//! stamp is 0 or no covering ACK is remembered, nothing is reported. The
+//! finding names the copy, the ACK and, when kept, the previous copy.
 
 use super::MpConfig;
 use crate::Finding;
@@ -151,8 +172,10 @@ pub struct MpJudge {
     /// [`AckOrder::AsCaptured`]).
     pub ack_order: AckOrder,
     /// How far capture timestamps may be off (ns): the loss-by-time rule
-    /// (MR-MPL-4), the ACK deadlines (MR-MPA-1), and the age below which a
-    /// packet surely counts in flight (MR-MPC-1) are widened by it.
+    /// (MR-MPL-4), the ACK deadlines (MR-MPA-1), the age below which a
+    /// packet surely counts in flight (MR-MPC-1), and the time a copy may
+    /// be stamped after its covering ACK was captured (MR-MPL-6) are
+    /// widened by it.
     pub tolerance_ns: u64,
     /// Latest transmission per PSN, not yet cumulatively acknowledged.
     sent: BTreeMap<u32, Sent>,
