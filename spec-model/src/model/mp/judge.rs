@@ -73,6 +73,21 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Transmissions whose echoes the judge remembers (bounded memory).
 const RECENT: usize = 1024;
 
+/// Which clock the requester's MPETH timestamps are on, for MR-MPL-6
+/// (see "MR-MPL-6 and the sender's clock").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SenderClock {
+    /// Its own, mapped onto capture time by the smallest (capture time −
+    /// timestamp) seen (a capture from a link).
+    #[default]
+    Estimated,
+    /// The capture's clock, and ACK times are when the requester received
+    /// them (a harness at the requester's port whose capture times are
+    /// the requester's own time): a copy stamped after its covering ACK's
+    /// time is MR-MPL-6, with no estimate and no tolerance.
+    Capture,
+}
+
 /// Where the capture was taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CapturePoint {
@@ -177,6 +192,9 @@ pub struct MpJudge {
     /// be stamped after its covering ACK was captured (MR-MPL-6) are
     /// widened by it.
     pub tolerance_ns: u64,
+    /// Which clock the requester's timestamps are on (default:
+    /// [`SenderClock::Estimated`]).
+    pub sender_clock: SenderClock,
     /// Latest transmission per PSN, not yet cumulatively acknowledged.
     sent: BTreeMap<u32, Sent>,
     /// First PSN observed (earlier PSNs are outside the capture).
@@ -235,6 +253,7 @@ impl MpJudge {
             point,
             ack_order: AckOrder::default(),
             tolerance_ns: 0,
+            sender_clock: SenderClock::default(),
             sent: BTreeMap::new(),
             first_psn: None,
             seq: 0,
@@ -796,6 +815,12 @@ impl MpJudge {
         if ts == 0 {
             return None;
         }
+        if self.sender_clock == SenderClock::Capture {
+            // The stamp is `now` modulo 2^32, give or take a capture time
+            // taken early: within 2^31 ns either side.
+            let delta = i64::from(ts.wrapping_sub(now as u32) as i32);
+            return Some(now.saturating_add_signed(delta));
+        }
         // Capture times modulo 2^32 against the 32-bit stamp: the
         // difference is right across either one's wrap.
         let d = (now as u32).wrapping_sub(ts);
@@ -835,7 +860,11 @@ impl MpJudge {
         let (Some(built), Some((acked, ack_frame))) = (built, self.first_ack_of(psn)) else {
             return;
         };
-        if built <= acked.saturating_add(self.tolerance_ns) {
+        let tolerance = match self.sender_clock {
+            SenderClock::Estimated => self.tolerance_ns,
+            SenderClock::Capture => 0,
+        };
+        if built <= acked.saturating_add(tolerance) {
             return;
         }
         frames.insert(1.min(frames.len()), ack_frame);

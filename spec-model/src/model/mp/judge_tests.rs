@@ -802,3 +802,33 @@ fn stamps_wrapping_across_2_32_are_judged_the_same() {
     let k = j.request(&stamped(2, true, ts0.wrapping_add(400)).roce(), 2, t0 + 500);
     assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
 }
+
+/// [`SenderClock::Capture`] (a harness whose capture times are the
+/// requester's own time): the stamp is compared with the ACK's time
+/// directly, without the tolerance that widens capture times.
+#[test]
+fn sender_clock_capture_compares_stamps_directly() {
+    let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+    j.sender_clock = SenderClock::Capture;
+    j.tolerance_ns = 1_000_000;
+    for i in 0..5u32 {
+        j = j.request(
+            &stamped(i, false, i).roce(),
+            (i % 3 + 1) as u16,
+            u64::from(i),
+        );
+    }
+    let s = SackethRepr {
+        syndrome: Syndrome(0x1F),
+        msn: Msn::new(0xFF_FFFF),
+        sack_base_psn: Psn::new(0),
+        sack_bitmap: 0b1111 << 59,
+        ..SackethRepr::default()
+    };
+    let j = j.ack(&wire(ack(0xFF_FFFF, s)).roce(), 20);
+    // Captured (say, at the start of a time step) before its stamp.
+    let k = j.request(&stamped(2, true, 400).roce(), 2, 30);
+    assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
+    let k = j.request(&stamped(2, true, 15).roce(), 2, 30);
+    assert!(k.findings.is_empty(), "{:?}", k.findings);
+}
