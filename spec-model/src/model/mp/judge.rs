@@ -64,6 +64,10 @@
 //! [`MpJudge::tolerance_ns`]. When no earlier stamped packet was seen, the
 //! stamp is 0 or no covering ACK is remembered, nothing is reported. The
 //! finding names the copy, the ACK and, when kept, the previous copy.
+//! A harness whose capture times are the requester's own time and that
+//! feeds each ACK when the requester receives it (the differential fuzz
+//! driver) sets [`SenderClock::Capture`]: stamps are then compared with
+//! the ACK's time directly, with no estimate and no tolerance.
 
 use super::MpConfig;
 use crate::Finding;
