@@ -63,7 +63,7 @@ use super::differential::local_qp;
 use super::pair::{Kind, MP_CWND, MP_WINDOW, Pair, mp_entropy};
 use metaroce_codec::{Frame, Opcode, ParseOptions, Psn, RocePacket, icrc};
 use metaroce_spec::Severity;
-use metaroce_spec::model::mp::judge::{AckOrder, CapturePoint, MpJudge};
+use metaroce_spec::model::mp::judge::{AckOrder, CapturePoint, MpJudge, SenderClock};
 use metaroce_spec::model::mp::{MpConfig, packets_for};
 use metaroce_spec::model::receiver::{Receiver, Verdict, admit};
 use std::collections::{BTreeMap, BTreeSet};
@@ -175,6 +175,12 @@ impl MpWatch {
         // The harness hands the judge B's ACKs in the order B sent them,
         // except in `Inject` mode (`reordering`, below).
         requester.ack_order = AckOrder::AsSent;
+        // A's MPETH stamps are its device time, the harness's time, and
+        // B's ACKs are fed when A receives them: MR-MPL-6 compares the
+        // stamp of a copy with its covering ACK directly (the capture
+        // times of A's frames, taken at an `Advance`'s start, are not
+        // needed for it).
+        requester.sender_clock = SenderClock::Capture;
         let mut w = MpWatch {
             requester: Some(requester),
             responder: None,

@@ -75,7 +75,18 @@ fn an_mp_ack_its_receiver_drops_acknowledges_nothing() {
             .map(|i| (mp_data(i, false), u64::from(i), true))
             .collect();
         p.push((ack.clone(), 10, admitted));
-        p.push((mp_data(2, true), 200_000, true));
+        // The copy carries a new stamp (MR-MPL-7) on the clock that
+        // stamped PSN `i` `1000 + i` at `i` ns: built after the ACK.
+        let copy = req(Opcode::MP_SEND, 2, 0, 512, 1024, &[0; 256])
+            .dest_qp(0x12)
+            .ack_req(true)
+            .ext(|e| {
+                if let Some(m) = e.mpeth.as_mut() {
+                    m.retransmission = true;
+                    m.timestamp = 201_000;
+                }
+            });
+        p.push((Pkt::of(&wire(copy).0, A, B), 200_000, true));
         p
     };
     let dropped = run_admitted(cfg(), &p(false));

@@ -8,12 +8,21 @@ use metaroce_codec::ext::{RethRepr, SackethRepr};
 
 /// An MP SEND packet (256 B of a 2560 B message) at PSN `psn`, A → B QPN 0x12.
 fn data(psn: u32, retx: bool) -> Pkt {
+    stamped(psn, retx, 1000 + psn)
+}
+
+/// [`data`] stamped `ts` (MPETH timestamp): [`data`]'s stamp is its PSN
+/// plus 1000, so the requester's clock runs 1000 ns ahead of capture time
+/// when PSN `i` is captured at `i` ns; a copy resent at `t` is stamped
+/// `1000 + t` (MR-MPL-7: a new timestamp).
+fn stamped(psn: u32, retx: bool, ts: u32) -> Pkt {
     let b = req(Opcode::MP_SEND, psn, 0, (psn % 10) * 256, 2560, &[0; 256])
         .dest_qp(0x12)
         .ack_req(retx)
         .ext(|e| {
             if let Some(m) = e.mpeth.as_mut() {
                 m.retransmission = retx;
+                m.timestamp = ts;
             }
         });
     Pkt::of(&wire(b).0, A, B)
@@ -63,10 +72,11 @@ fn selective_retransmission_of_the_missing_psn_conforms() {
 fn resending_a_sacked_psn_is_mr_mpl_6_with_both_frames() {
     let mut p: Vec<(Pkt, u64, u8)> = (0..5).map(|i| (data(i, false), u64::from(i), 0)).collect();
     p.push((sack(0xFF_FFFF, 0, 0b1111 << 59), 10, 0));
-    p.push((data(2, true), 20, 0));
+    p.push((stamped(2, true, 1020), 20, 0));
     let f = run_timed(cfg(), &p).1;
     assert_eq!(ids(&f), vec![("MR-MPL-6", 7)], "{f:#?}");
-    assert_eq!(f[0].frames, vec![7, 3]);
+    // The copy, the ACK that covered PSN 2, the original.
+    assert_eq!(f[0].frames, vec![7, 6, 3]);
     assert_eq!(f[0].qpns, vec![0x12, 0x22]);
 }
 
@@ -79,8 +89,10 @@ fn resending_a_cumulatively_acked_psn_is_caught_after_it_is_forgotten() {
     let (j, f) = run_timed(cfg(), &p);
     assert_eq!(ids(&f), vec![]);
     assert_eq!(j.pending(), 0, "acknowledged PSNs are forgotten");
-    p.push((data(1, true), 20, 0));
-    assert_eq!(ids(&run_timed(cfg(), &p).1), vec![("MR-MPL-6", 7)]);
+    p.push((stamped(1, true, 1020), 20, 0));
+    let f = run_timed(cfg(), &p).1;
+    assert_eq!(ids(&f), vec![("MR-MPL-6", 7)]);
+    assert_eq!(f[0].frames, vec![7, 6]);
 }
 
 #[test]

@@ -43,6 +43,31 @@
 //!
 //!   ACKs on different paths, neither proven first, are not compared: a
 //!   cumulative PSN lower than one seen on another path is no finding.
+//!
+//! # MR-MPL-6 and the sender's clock
+//!
+//! MR-MPL-6 counts only acknowledgements the requester had *processed*
+//! when the copy left: a copy built before a covering ACK reached the
+//! requester may be captured after that ACK (a loaded host hands it to
+//! the link late). A copy's MPETH timestamp is the requester's clock
+//! between building it and handing it to the link (MR-MPH-5, new per
+//! copy, MR-MPL-7), so the judge keeps one number per requester, the
+//! clock offset: the smallest (capture time − timestamp) modulo 2^32 over
+//! its stamped packets so far (probes included; a stamp of 0 is skipped).
+//! A copy's stamp plus that offset is when it was stamped, in capture time,
+//! late by at most the fastest transit to the capture point; both sides
+//! are taken modulo 2^32, so the 32-bit stamp may wrap (every ~4.3 s) and
+//! capture times exceed it. A copy of an acknowledged PSN is MR-MPL-6 only
+//! when stamped after the capture time of the first ACK known to cover the
+//! PSN (its first SACK bit, else the first cumulative mark at or past it;
+//! a forgotten mark only makes that time later) by more than
+//! [`MpJudge::tolerance_ns`]. When no earlier stamped packet was seen, the
+//! stamp is 0 or no covering ACK is remembered, nothing is reported. The
+//! finding names the copy, the ACK and, when kept, the previous copy.
+//! A harness whose capture times are the requester's own time and that
+//! feeds each ACK when the requester receives it (the differential fuzz
+//! driver) sets [`SenderClock::Capture`]: stamps are then compared with
+//! the ACK's time directly, with no estimate and no tolerance.
 
 use super::MpConfig;
 use crate::Finding;
@@ -51,6 +76,21 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Transmissions whose echoes the judge remembers (bounded memory).
 const RECENT: usize = 1024;
+
+/// Which clock the requester's MPETH timestamps are on, for MR-MPL-6
+/// (see "MR-MPL-6 and the sender's clock").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SenderClock {
+    /// Its own, mapped onto capture time by the smallest (capture time −
+    /// timestamp) seen (a capture from a link).
+    #[default]
+    Estimated,
+    /// The capture's clock, and ACK times are when the requester received
+    /// them (a harness at the requester's port whose capture times are
+    /// the requester's own time): a copy stamped after its covering ACK's
+    /// time is MR-MPL-6, with no estimate and no tolerance.
+    Capture,
+}
 
 /// Where the capture was taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,9 +191,14 @@ pub struct MpJudge {
     /// [`AckOrder::AsCaptured`]).
     pub ack_order: AckOrder,
     /// How far capture timestamps may be off (ns): the loss-by-time rule
-    /// (MR-MPL-4), the ACK deadlines (MR-MPA-1), and the age below which a
-    /// packet surely counts in flight (MR-MPC-1) are widened by it.
+    /// (MR-MPL-4), the ACK deadlines (MR-MPA-1), the age below which a
+    /// packet surely counts in flight (MR-MPC-1), and the time a copy may
+    /// be stamped after its covering ACK was captured (MR-MPL-6) are
+    /// widened by it.
     pub tolerance_ns: u64,
+    /// Which clock the requester's timestamps are on (default:
+    /// [`SenderClock::Estimated`]).
+    pub sender_clock: SenderClock,
     /// Latest transmission per PSN, not yet cumulatively acknowledged.
     sent: BTreeMap<u32, Sent>,
     /// First PSN observed (earlier PSNs are outside the capture).
@@ -163,14 +208,18 @@ pub struct MpJudge {
     /// Latest cumulative ACK PSN observed.
     cum: Option<Psn>,
     /// PSNs reported received beyond `cum`, with the capture time ([`Self::clock`])
-    /// of the first ACK that reported each.
-    sacked: BTreeMap<u32, u64>,
+    /// and frame of the first ACK that reported each.
+    sacked: BTreeMap<u32, (u64, u64)>,
     /// The latest capture time seen (capture times that go back are taken
     /// as this: times kept for ACKs are never earlier than the truth).
     clock: u64,
-    /// When `cum` took each of its latest values: (capture time, value),
-    /// oldest first, at most [`RECENT`].
-    cum_marks: std::collections::VecDeque<(u64, Psn)>,
+    /// When `cum` took each of its latest values: (capture time, value,
+    /// frame of that ACK), oldest first, at most [`RECENT`].
+    cum_marks: std::collections::VecDeque<(u64, Psn, u64)>,
+    /// The requester's clock against capture time: the smallest (capture
+    /// time − MPETH timestamp) modulo 2^32 over its packets (MR-MPH-5);
+    /// see "MR-MPL-6 and the sender's clock" in the module documentation.
+    clock_offset: Option<u32>,
     /// The latest MP ACK per path (UDP source port), at most [`MAX_PATHS`].
     paths: BTreeMap<u16, PathAck>,
     /// Orders of acknowledged transmissions (those an unacknowledged PSN
@@ -208,6 +257,7 @@ impl MpJudge {
             point,
             ack_order: AckOrder::default(),
             tolerance_ns: 0,
+            sender_clock: SenderClock::default(),
             sent: BTreeMap::new(),
             first_psn: None,
             seq: 0,
@@ -215,6 +265,7 @@ impl MpJudge {
             sacked: BTreeMap::new(),
             clock: 0,
             cum_marks: std::collections::VecDeque::new(),
+            clock_offset: None,
             paths: BTreeMap::new(),
             acked_seqs: BTreeSet::new(),
             trim_naked: BTreeSet::new(),
@@ -322,6 +373,9 @@ impl MpJudge {
     pub fn on_request(&mut self, frame: u64, p: &RocePacket<'_>, ev: u16, now: u64) {
         self.check_deadlines(now);
         let Some(m) = p.ext.mpeth else { return };
+        // When the requester built this copy, in capture time (None when
+        // the judge cannot tell): MR-MPL-6 below.
+        let built = self.note_stamp(m.timestamp, now);
         if !self.cfg.entropy_set.is_empty() && !self.cfg.entropy_set.contains(&ev) {
             self.report(
                 "MR-MPS-1",
@@ -369,11 +423,7 @@ impl MpJudge {
             matches!(p.bth.opcode, Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD) && m.retransmission;
         let rerequest = rerequest || atomic;
         if prev.is_none() && self.cum_acked(psn) && !rerequest {
-            self.report(
-                "MR-MPL-6",
-                format!("PSN {psn} retransmitted after it was acknowledged"),
-                vec![frame],
-            );
+            self.judge_mpl_6(psn, built, vec![frame]);
             if !m.retransmission || !p.bth.ack_req {
                 self.report(
                     "MR-MPL-7",
@@ -388,11 +438,7 @@ impl MpJudge {
             if rerequest {
                 // Judged by neither MR-MPL-4 nor MR-MPL-6 (above).
             } else if self.acked(psn) {
-                self.report(
-                    "MR-MPL-6",
-                    format!("PSN {psn} retransmitted after it was acknowledged"),
-                    frames.clone(),
-                );
+                self.judge_mpl_6(psn, built, frames.clone());
             } else {
                 let k = self.cfg.reorder_threshold as usize;
                 let later_acked = self.acked_after(prev.seq, k);
@@ -557,9 +603,9 @@ impl MpJudge {
         // The trigger reached the responder after the capture point saw
         // it; ACKs captured before `before` were sent before this one.
         let before = trigger.map_or(0, |t| t.saturating_sub(self.tolerance_ns));
-        let by_time = match self.cum_marks.partition_point(|&(t, _)| t < before) {
+        let by_time = match self.cum_marks.partition_point(|&(t, _, _)| t < before) {
             0 => None,
-            n => self.cum_marks.get(n - 1).map(|&(_, c)| c),
+            n => self.cum_marks.get(n - 1).map(|&(_, c, _)| c),
         };
         let path = self.paths.get(&path).copied();
         let cum = match (by_time, path.map(|p| p.cum)) {
@@ -612,7 +658,7 @@ impl MpJudge {
                 && (self
                     .sacked
                     .get(&q.value())
-                    .is_some_and(|&t| t < earlier.before)
+                    .is_some_and(|&(t, _)| t < earlier.before)
                     || earlier.path.is_some_and(|a| a.sacked(q)))
             {
                 self.report(
@@ -710,7 +756,7 @@ impl MpJudge {
         self.acked_seqs.extend(newly);
         if self.cum.is_none_or(|c| cum.is_after(c)) {
             self.cum = Some(cum);
-            self.mark_cum(cum);
+            self.mark_cum(cum, frame);
         }
         if self.paths.len() < MAX_PATHS || self.paths.contains_key(&path) {
             self.paths.insert(
@@ -725,7 +771,7 @@ impl MpJudge {
         for i in 0..64u32 {
             let q = s.sack_base_psn.add(i);
             if s.is_sacked(q) && q.is_after(cum) {
-                self.sacked.entry(q.value()).or_insert(self.clock);
+                self.sacked.entry(q.value()).or_insert((self.clock, frame));
             }
         }
         let c = self.cum;
@@ -752,17 +798,88 @@ impl MpJudge {
     /// Marks no echo can need any more are dropped: a trigger is one of
     /// the [`RECENT`] latest transmissions, so the comparison uses at most
     /// one mark before the oldest of them was captured.
-    fn mark_cum(&mut self, cum: Psn) {
+    fn mark_cum(&mut self, cum: Psn, frame: u64) {
         let oldest = self
             .recent
             .front()
             .map_or(0, |&(_, _, t)| t.saturating_sub(self.tolerance_ns));
         while self.cum_marks.len() >= RECENT
-            || self.cum_marks.get(1).is_some_and(|&(t, _)| t < oldest)
+            || self.cum_marks.get(1).is_some_and(|&(t, _, _)| t < oldest)
         {
             self.cum_marks.pop_front();
         }
-        self.cum_marks.push_back((self.clock, cum));
+        self.cum_marks.push_back((self.clock, cum, frame));
+    }
+
+    /// A request stamped `ts` (MPETH timestamp, the requester's clock,
+    /// MR-MPH-5) captured at `now`: the clock offset takes it in, and the
+    /// result is when the requester stamped it, in capture time, or None
+    /// when no earlier stamped packet was seen or the stamp is 0.
+    fn note_stamp(&mut self, ts: u32, now: u64) -> Option<u64> {
+        if ts == 0 {
+            return None;
+        }
+        if self.sender_clock == SenderClock::Capture {
+            // The stamp is `now` modulo 2^32, give or take a capture time
+            // taken early: within 2^31 ns either side.
+            let delta = i64::from(ts.wrapping_sub(now as u32) as i32);
+            return Some(now.saturating_add_signed(delta));
+        }
+        // Capture times modulo 2^32 against the 32-bit stamp: the
+        // difference is right across either one's wrap.
+        let d = (now as u32).wrapping_sub(ts);
+        let earlier = self.clock_offset;
+        let off = match earlier {
+            // `d` is the smaller one when it lies (modularly) before.
+            Some(o) if d.wrapping_sub(o) <= 1 << 31 => o,
+            _ => d,
+        };
+        self.clock_offset = Some(off);
+        earlier?;
+        // How long after its stamp, beyond the fastest packet, this copy
+        // was captured: 0 ..= 2^31 since `off` is at most `d`.
+        let lag = u64::from(d.wrapping_sub(off));
+        Some(now.saturating_sub(lag))
+    }
+
+    /// The capture time and frame of the first ACK known to cover `psn`
+    /// (a SACK bit, else the first cumulative mark at or past it; a mark
+    /// forgotten makes the time later than the truth, never earlier).
+    fn first_ack_of(&self, psn: Psn) -> Option<(u64, u64)> {
+        if let Some(&a) = self.sacked.get(&psn.value()) {
+            return Some(a);
+        }
+        self.cum_marks
+            .iter()
+            .find(|&&(_, c, _)| !psn.is_after(c))
+            .map(|&(t, _, f)| (t, f))
+    }
+
+    /// MR-MPL-6 for a copy of the acknowledged PSN `psn` that the
+    /// requester stamped at `built` (capture time): reported only when
+    /// it was stamped later than the first covering ACK was captured, by
+    /// more than the tolerance, so after that ACK reached the requester's
+    /// link. Frames: the copy, the ACK, then `frames`' others.
+    fn judge_mpl_6(&mut self, psn: Psn, built: Option<u64>, mut frames: Vec<u64>) {
+        let (Some(built), Some((acked, ack_frame))) = (built, self.first_ack_of(psn)) else {
+            return;
+        };
+        let tolerance = match self.sender_clock {
+            SenderClock::Estimated => self.tolerance_ns,
+            SenderClock::Capture => 0,
+        };
+        if built <= acked.saturating_add(tolerance) {
+            return;
+        }
+        frames.insert(1.min(frames.len()), ack_frame);
+        self.report(
+            "MR-MPL-6",
+            format!(
+                "PSN {psn} retransmitted in a copy stamped {} ns after the ACK that covered it was captured",
+                built - acked
+            ),
+            frames,
+        );
     }
 
     /// A loss attributable to a value retires it (MR-MPF-1) when the PSN

@@ -24,6 +24,20 @@ fn data(psn: u32, retx: bool) -> Wire {
     )
 }
 
+/// [`data`] stamped `ts` (MPETH timestamp, MR-MPH-5). [`data`]'s stamp
+/// is its PSN plus 1000: sent at `i` ns, PSN `i`'s clock reads `1000 + i`.
+fn stamped(psn: u32, retx: bool, ts: u32) -> Wire {
+    wire(
+        req(Opcode::MP_SEND, psn, 0, psn * 256, 8192, &[0; 256])
+            .ack_req(retx)
+            .ext(|e| {
+                let m = e.mpeth.as_mut().unwrap();
+                m.retransmission = retx;
+                m.timestamp = ts;
+            }),
+    )
+}
+
 fn ids(f: &[Finding]) -> Vec<&'static str> {
     f.iter().map(|x| x.id).collect()
 }
@@ -71,7 +85,7 @@ fn retransmission_checks_mr_mpl_4_mr_mpl_6_mr_mpl_7() {
     assert!(j.findings.is_empty(), "{:?}", j.findings);
     let ok = j.request(&data(0, true).roce(), 2, 30);
     assert!(ok.findings.is_empty(), "{:?}", ok.findings);
-    let bad = j.request(&data(1, true).roce(), 2, 30);
+    let bad = j.request(&stamped(1, true, 1030).roce(), 2, 30);
     assert_eq!(ids(&bad.findings), vec!["MR-MPL-6"]);
 }
 
@@ -339,7 +353,7 @@ fn read_re_request_of_an_acknowledged_read_is_no_mr_mpl_6() {
     let k = j.request(&rr.roce(), 2, 1_000_000);
     assert!(k.findings.is_empty(), "{:?}", k.findings);
     // A data packet with that PSN would be one.
-    let k = j.request(&data(10, true).roce(), 2, 1_000_000);
+    let k = j.request(&stamped(10, true, 1_001_010).roce(), 2, 1_000_000);
     assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
 }
 
@@ -700,5 +714,121 @@ fn an_ack_triggered_after_another_was_captured_is_judged_against_it() {
     let mut tolerant = j.clone();
     tolerant.tolerance_ns = 10;
     let k = tolerant.ack_on(&late.roce(), 0xD001, 40);
+    assert!(k.findings.is_empty(), "{:?}", k.findings);
+}
+
+/// A capture-judge helper: PSNs 0..5 sent at `t0 + i` ns stamped
+/// `ts0 + i` (wrapping), and an ACK at `t0 + 20` that SACKs PSNs 1..=4.
+fn sacked_1_to_4(t0: u64, ts0: u32) -> MpJudge {
+    let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+    for i in 0..5u32 {
+        let w = stamped(i, false, ts0.wrapping_add(i));
+        j = j.request(&w.roce(), (i % 3 + 1) as u16, t0 + u64::from(i));
+    }
+    let s = SackethRepr {
+        syndrome: Syndrome(0x1F),
+        msn: Msn::new(0xFF_FFFF),
+        sack_base_psn: Psn::new(0),
+        sack_bitmap: 0b1111 << 59,
+        echoed_entropy: 2,
+        echoed_timestamp: ts0.wrapping_add(4),
+        ..SackethRepr::default()
+    };
+    let j = j.ack(&wire(ack(0xFF_FFFF, s)).roce(), t0 + 20);
+    assert!(j.findings.is_empty(), "{:?}", j.findings);
+    j
+}
+
+/// MR-MPL-6 counts only acknowledgements the requester processed before
+/// the copy left: a copy of PSN 2 stamped 5 ns after the original burst
+/// (before the ACK was captured at 20 ns) but captured at 500 ns, after
+/// the ACK, left a loaded host late. No finding.
+#[test]
+fn copy_built_before_the_ack_but_captured_after_is_no_mr_mpl_6() {
+    let j = sacked_1_to_4(0, 1000);
+    let k = j.request(&stamped(2, true, 1005).roce(), 2, 500);
+    assert!(k.findings.is_empty(), "{:?}", k.findings);
+    // Within the tolerance of the ACK's capture time: no finding either.
+    let mut t = j.clone();
+    t.tolerance_ns = 100;
+    let k = t.request(&stamped(2, true, 1000 + 110).roce(), 2, 500);
+    assert!(k.findings.is_empty(), "{:?}", k.findings);
+    // Stamp 0 (no estimate possible): no finding.
+    let k = j.request(&stamped(2, true, 0).roce(), 2, 500);
+    assert!(k.findings.is_empty(), "{:?}", k.findings);
+}
+
+/// The real fault stays caught: a copy stamped well after the ACK's
+/// capture time (the requester had the ACK) is MR-MPL-6, naming the copy
+/// (frame 0 in this harness), the ACK and the original.
+#[test]
+fn copy_built_after_the_ack_is_mr_mpl_6() {
+    let mut j = sacked_1_to_4(0, 1000);
+    j.tolerance_ns = 100;
+    let k = j.request(&stamped(2, true, 1000 + 400).roce(), 2, 500);
+    assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
+    let mut k = j.clone();
+    let w = stamped(2, true, 1000 + 400);
+    k.on_request(9, &w.roce(), 2, 500);
+    let f = k.take_findings();
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].1, vec![9, 0, 0]);
+    // Without an earlier stamped packet there is no estimate: no finding.
+    let mut fresh = MpJudge::new(cfg(), CapturePoint::Requester);
+    let s = SackethRepr {
+        syndrome: Syndrome(0x1F),
+        msn: Msn::new(0xFF_FFFF),
+        sack_base_psn: Psn::new(3),
+        ..SackethRepr::default()
+    };
+    fresh = fresh.ack(&wire(ack(2, s)).roce(), 10);
+    let k = fresh.request(&stamped(1, true, 5000).roce(), 2, 500);
+    assert!(k.findings.is_empty(), "{:?}", k.findings);
+}
+
+/// The stamp is 32 bits of nanoseconds (wraps every ~4.3 s) and capture
+/// times are 64 bits: the offset and the build time are taken modulo
+/// 2^32, so a burst whose stamps wrap (and capture times past 2^32) is
+/// judged as any other.
+#[test]
+fn stamps_wrapping_across_2_32_are_judged_the_same() {
+    let t0 = (5u64 << 32) + u64::from(u32::MAX) - 2;
+    let ts0 = u32::MAX - 1;
+    let j = sacked_1_to_4(t0, ts0);
+    // Built before the ACK (stamp ts0 + 5 wraps to 3), captured after.
+    let k = j.request(&stamped(2, true, ts0.wrapping_add(5)).roce(), 2, t0 + 500);
+    assert!(k.findings.is_empty(), "{:?}", k.findings);
+    // Built after the ACK (stamp ts0 + 400).
+    let k = j.request(&stamped(2, true, ts0.wrapping_add(400)).roce(), 2, t0 + 500);
+    assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
+}
+
+/// [`SenderClock::Capture`] (a harness whose capture times are the
+/// requester's own time): the stamp is compared with the ACK's time
+/// directly, without the tolerance that widens capture times.
+#[test]
+fn sender_clock_capture_compares_stamps_directly() {
+    let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+    j.sender_clock = SenderClock::Capture;
+    j.tolerance_ns = 1_000_000;
+    for i in 0..5u32 {
+        j = j.request(
+            &stamped(i, false, i).roce(),
+            (i % 3 + 1) as u16,
+            u64::from(i),
+        );
+    }
+    let s = SackethRepr {
+        syndrome: Syndrome(0x1F),
+        msn: Msn::new(0xFF_FFFF),
+        sack_base_psn: Psn::new(0),
+        sack_bitmap: 0b1111 << 59,
+        ..SackethRepr::default()
+    };
+    let j = j.ack(&wire(ack(0xFF_FFFF, s)).roce(), 20);
+    // Captured (say, at the start of a time step) before its stamp.
+    let k = j.request(&stamped(2, true, 400).roce(), 2, 30);
+    assert_eq!(ids(&k.findings), vec!["MR-MPL-6"]);
+    let k = j.request(&stamped(2, true, 15).roce(), 2, 30);
     assert!(k.findings.is_empty(), "{:?}", k.findings);
 }
