@@ -73,6 +73,20 @@ type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 /// What draws one figure.
 type Draw = fn(&Area, &[Run]) -> Drawn;
 
+/// Draws a chart's legend (one entry per profile) at `position`.
+fn legend<'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+) -> Drawn {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 /// Goodput over time, one line per profile.
 fn goodput(area: &Area, runs: &[Run]) -> Drawn {
     let pts = |p: &Plots| -> Vec<(f64, f64)> {
@@ -109,13 +123,7 @@ fn goodput(area: &Area, runs: &[Run]) -> Drawn {
             .label(r.summary.profile)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 /// Message-completion-time CDF, one line per profile.
@@ -147,13 +155,7 @@ fn completion_cdf(area: &Area, runs: &[Run]) -> Drawn {
             .label(r.summary.profile)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
 }
 
 /// Utilisation of every leaf-to-spine cable, grouped bars per profile.
@@ -210,13 +212,7 @@ fn uplinks(area: &Area, runs: &[Run]) -> Drawn {
             .label(r.summary.profile)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 /// One figure as an SVG document.
