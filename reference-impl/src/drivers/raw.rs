@@ -105,7 +105,7 @@ impl Batch {
     }
 }
 /// [`RawConfig::catch_up_after`] of the programs that move data
-/// (`metaroce-ref peer`, `perf`, `pingpong`) and of the agent's data plane.
+/// (`metaroce-ref peer`, `perf`, `pingpong`).
 pub const CATCH_UP_AFTER: Duration = Duration::from_millis(1);
 
 /// Options of [`RawPort::open`] and [`RawDriver::open`].
@@ -142,15 +142,16 @@ pub struct RawConfig {
     /// 90 frames of a 1 KiB PMTU, less than one go-back-N burst of the
     /// default window). The kernel drops frames beyond it unseen.
     pub socket_rx_buffer: usize,
-    /// A gap of at least this long between two services of the device
-    /// (the process was off the CPU, or busy elsewhere) makes the port
-    /// hand the device the frames that arrived meanwhile before its timers
-    /// fire ([`RawStats::catch_ups`]): on a loaded machine a process waits
-    /// milliseconds for a core, and an acknowledgement waiting in the
-    /// socket must not lose the race against the retransmission timeout it
-    /// stops. `None` (the default: the agent and the conformance harness)
-    /// fires the timers first, as before; the programs that move data use
-    /// [`CATCH_UP_AFTER`].
+    /// With `Some`, a service of the device that finds one of its timers
+    /// due, or comes at least this long after the previous one (the process
+    /// was off the CPU, or busy elsewhere), first hands the device the
+    /// frames that arrived meanwhile ([`RawStats::catch_ups`]): on a loaded
+    /// machine a process waits milliseconds for a core, and an
+    /// acknowledgement waiting in the socket must not lose the race against
+    /// the retransmission timeout it stops. `None` (the default: the
+    /// conformance harness) fires the timers first; the programs that move
+    /// data use [`CATCH_UP_AFTER`]; the agent a gap too long to occur, so
+    /// it catches up only before a due timer.
     pub catch_up_after: Option<Duration>,
     /// How [`RawPort::receive`] services the device within one batch of
     /// received frames: after every frame ([`Service::PerFrame`], the
