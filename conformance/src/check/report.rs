@@ -145,7 +145,11 @@ fn cm_mp_text(m: &CmMp) -> String {
     format!(
         "MP set up by the CM: W {}, {trim}, responder {} the O flag, requester {} NAK 0x66",
         a.window,
-        if req_view.peer_ordered { "honours" } else { "ignores" },
+        if req_view.peer_ordered {
+            "honours"
+        } else {
+            "ignores"
+        },
         if resp_view.peer_resource_nak {
             "understands"
         } else {

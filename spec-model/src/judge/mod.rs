@@ -442,8 +442,14 @@ impl ConversationJudge {
         let mut out = std::mem::take(&mut self.cm_found);
         self.advance(meta.timestamp_ns, &mut out);
         let op = pkt.bth.opcode;
-        self.mp_setups
-            .on_packet(meta.src, meta.dst, pkt.bth.dest_qp, op, meta.frame, &mut out);
+        self.mp_setups.on_packet(
+            meta.src,
+            meta.dst,
+            pkt.bth.dest_qp,
+            op,
+            meta.frame,
+            &mut out,
+        );
         let ce = meta.ecn == 3;
         let mp_req = is_mp_request(op);
         let mut sender_qp = None;

@@ -29,7 +29,7 @@
 use super::ConversationFinding;
 use super::cm::{DirKey, MAX_SETUPS};
 use crate::Finding;
-use crate::model::mp::setup::{MpAgreed, Side, malformed, negotiate, REJ_CONSUMER};
+use crate::model::mp::setup::{MpAgreed, REJ_CONSUMER, Side, malformed, negotiate};
 use metaroce_codec::Opcode;
 use metaroce_codec::ServiceClass;
 use metaroce_codec::cm::{CmMad, CmMessage, CmRep, CmReq};
@@ -139,7 +139,10 @@ fn v1_faults(b: &MpSetupBlock) -> Option<String> {
         ));
     }
     if !(1..=50).contains(&b.ack_prompt_us) {
-        bad.push(format!("ACK prompt bound {} µs (outside 1-50)", b.ack_prompt_us));
+        bad.push(format!(
+            "ACK prompt bound {} µs (outside 1-50)",
+            b.ack_prompt_us
+        ));
     }
     (!bad.is_empty()).then(|| bad.join(", "))
 }
@@ -277,8 +280,7 @@ impl MpSetups {
         if self.reqs.len() >= MAX_SETUPS && !self.reqs.contains_key(&key) {
             return;
         }
-        self.reqs
-            .insert(key, (req.mp_setup, frame, req.local_qpn));
+        self.reqs.insert(key, (req.mp_setup, frame, req.local_qpn));
         let qpns = vec![req.local_qpn];
         match req.mp_setup {
             MpSetupField::Absent => {}
@@ -383,7 +385,8 @@ impl MpSetups {
                 }
                 let q = req.block().and_then(MpSetupBlock::trim);
                 if b.trim() != q {
-                    let show = |t: Option<u8>| t.map_or("T clear".to_string(), |d| format!("T, DSCP {d}"));
+                    let show =
+                        |t: Option<u8>| t.map_or("T clear".to_string(), |d| format!("T, DSCP {d}"));
                     out.push(found(
                         Finding::new(
                             "MR-MPN-9",
