@@ -224,7 +224,7 @@ impl MpSetups {
                             ),
                         ),
                         vec![frame, rep_frame, req_frame],
-                        Vec::new(),
+                        vec![ex.dirs[1].2, ex.dirs[0].2],
                     ));
                     // Reported once: the data that follows adds nothing.
                     for d in ex.dirs {
@@ -274,8 +274,10 @@ impl MpSetups {
         out: &mut Vec<ConversationFinding>,
     ) {
         let key = (src, dst, req.local_comm_id);
-        if self.reqs.get(&key).is_some_and(|r| r.0 == req.mp_setup) {
-            return; // a retransmitted REQ: judged once
+        if self.reqs.get(&key).is_some_and(|r| r.0 == req.mp_setup)
+            || self.exchanges.contains_key(&(src, req.local_comm_id))
+        {
+            return; // a retransmitted REQ (its REP may be lost): judged once
         }
         if self.reqs.len() >= MAX_SETUPS && !self.reqs.contains_key(&key) {
             return;
@@ -341,7 +343,7 @@ impl MpSetups {
             return;
         }
         let frames = vec![frame, req_frame];
-        let qpns = vec![rep.local_qpn];
+        let qpns = vec![req_qpn, rep.local_qpn];
         if let Some(m) = malformed(&req).filter(|m| m.field != "version") {
             out.push(found(
                 Finding::new(
@@ -516,10 +518,12 @@ impl MpSetups {
             _ => return,
         };
         w.2 = true;
+        // Both ends: the active side's QPN, then the passive side's.
+        let qpns = vec![ex.dirs[1].2, ex.dirs[0].2];
         out.push(found(
             Finding::new(id, why),
             vec![frame, rep_frame, req_frame],
-            vec![dest_qp],
+            qpns,
         ));
     }
 
@@ -557,5 +561,117 @@ impl MpSetups {
             self.cut.0.push(frame);
         }
         self.cut.1 += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metaroce_codec::cm::MadHeader;
+
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+    const P: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+
+    fn mad(message: CmMessage) -> CmMad {
+        CmMad {
+            header: MadHeader::default(),
+            message,
+        }
+    }
+
+    fn blk(flags: u8, window: u16) -> MpSetupField {
+        MpSetupField::Block(MpSetupBlock {
+            flags,
+            window,
+            entropy_set_size: 16,
+            planes: 1,
+            ack_coalesce_us: 8,
+            ack_prompt_us: 4,
+            ..MpSetupBlock::v1()
+        })
+    }
+
+    fn req(f: MpSetupField) -> CmMad {
+        mad(CmMessage::Req(CmReq {
+            local_comm_id: 5,
+            local_qpn: 0x22,
+            mp_setup: f,
+            ..CmReq::default()
+        }))
+    }
+
+    fn rep(f: MpSetupField) -> CmMad {
+        mad(CmMessage::Rep(CmRep {
+            local_comm_id: 9,
+            remote_comm_id: 5,
+            local_qpn: 0x12,
+            mp_setup: f,
+            ..CmRep::default()
+        }))
+    }
+
+    fn ids(out: &[ConversationFinding]) -> Vec<&'static str> {
+        out.iter().map(|f| f.finding.id).collect()
+    }
+
+    #[test]
+    fn mr_mpn_10_once_and_forgotten_at_dreq() {
+        let mut s = MpSetups::default();
+        let mut out = Vec::new();
+        s.on_mad(A, P, 1, &req(blk(field::FLAG_MP, 1024)), &mut out);
+        // A retransmitted REQ is judged once.
+        s.on_mad(A, P, 2, &req(blk(field::FLAG_MP, 1024)), &mut out);
+        s.on_mad(P, A, 3, &rep(MpSetupField::Absent), &mut out);
+        s.on_mad(A, P, 4, &req(blk(field::FLAG_MP, 1024)), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(
+            s.view(&(A, P, 0x12)).map(|v| (v.agreed, v.requester)),
+            Some((None, Side::Active))
+        );
+        s.on_packet(A, P, 0x12, Opcode::RC_SEND_ONLY, 5, &mut out);
+        assert!(out.is_empty(), "Base after a declined REP: {out:?}");
+        s.on_packet(A, P, 0x12, Opcode::MP_SEND, 6, &mut out);
+        s.on_packet(A, P, 0x12, Opcode::MP_SEND, 7, &mut out);
+        assert_eq!(ids(&out), ["MR-MPN-10"]);
+        assert_eq!(
+            (out[0].frames.clone(), out[0].qpns.clone()),
+            (vec![6, 3, 1], vec![0x22, 0x12])
+        );
+        // After the DREQ the QPNs may serve another connection.
+        let dreq = mad(CmMessage::Dreq(metaroce_codec::cm::CmDreq {
+            local_comm_id: 9,
+            remote_comm_id: 5,
+            remote_qpn: 0x22,
+        }));
+        s.on_mad(P, A, 8, &dreq, &mut out);
+        s.on_packet(P, A, 0x22, Opcode::MP_ACK, 9, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(s.view(&(A, P, 0x12)), None);
+    }
+
+    #[test]
+    fn agreed_values_per_direction_mr_mpn_9() {
+        let mut s = MpSetups::default();
+        let mut out = Vec::new();
+        s.on_mad(
+            A,
+            P,
+            1,
+            &req(blk(field::FLAG_MP | field::FLAG_ORDERED, 4096)),
+            &mut out,
+        );
+        s.on_mad(P, A, 2, &rep(blk(field::FLAG_MP, 256)), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        let a = s.view(&(A, P, 0x12)).unwrap();
+        let p = s.view(&(P, A, 0x22)).unwrap();
+        assert_eq!((a.requester, p.requester), (Side::Active, Side::Passive));
+        let agreed = a.agreed.unwrap();
+        assert_eq!(agreed.window, 256);
+        assert!(agreed.passive.peer_ordered && !agreed.active.peer_ordered);
+        // MP both ways is what was agreed; an RC packet is not.
+        s.on_packet(P, A, 0x22, Opcode::MP_ACK, 3, &mut out);
+        assert!(out.is_empty());
+        s.on_packet(P, A, 0x22, Opcode::RC_ACK, 4, &mut out);
+        assert_eq!(ids(&out), ["MR-CM-6"]);
     }
 }
