@@ -587,3 +587,30 @@ fn tshark_finds_the_blocks_where_the_judge_reads_them() {
     assert!(req_private.starts_with(&hex(&req_mp())), "{text}");
     assert!(rep_private.starts_with(&hex(&rep_mp())), "{text}");
 }
+
+/// `decode` shows the blocks (jsonl `cm.fields.mp_setup`), and nothing for
+/// a REQ without one.
+#[test]
+fn decode_shows_the_blocks() {
+    let path = write(
+        "cm-mp-decode.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&rep_mp())),
+            from_active(req(&[])),
+        ],
+        None,
+    );
+    let out = metaroce(&["decode", "--format", "jsonl"], &path);
+    let frames: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let setup = |i: usize| frames[i]["cm"]["fields"]["mp_setup"].clone();
+    assert_eq!(setup(0)["window"], 4096);
+    assert_eq!(setup(0)["trim_dscp"], 46);
+    assert_eq!(setup(0)["ordered"], true);
+    assert_eq!(setup(1)["window"], 1024);
+    assert_eq!(setup(1)["resource_nak"], true);
+    assert_eq!(setup(2), Value::Null);
+}
