@@ -342,6 +342,17 @@ impl MpSetups {
         if req == MpSetupField::NotCaptured || rep.mp_setup == MpSetupField::NotCaptured {
             return;
         }
+        if matches!(
+            req,
+            MpSetupField::Unreadable {
+                field: "version",
+                ..
+            }
+        ) {
+            // Version 0 (reported as MR-MPN-7): §7.1.1 says nothing of the
+            // answer it is owed.
+            return;
+        }
         let frames = vec![frame, req_frame];
         let qpns = vec![req_qpn, rep.local_qpn];
         if let Some(m) = malformed(&req).filter(|m| m.field != "version") {
