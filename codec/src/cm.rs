@@ -10,13 +10,16 @@
 //! RTU, DREQ, DREP. Other attributes (LAP, APR, SIDR, ClassPortInfo) keep
 //! only their header ([`CmMessage::Other`]).
 //!
-//! Only the fields a conversation needs are decoded; private data is not.
+//! Only the fields a conversation needs are decoded; of the private data,
+//! only the MetaRoCE MP setup block of a REQ or REP
+//! ([`MpSetupField`](crate::mp_setup::MpSetupField)).
 //! A capture that keeps only the first bytes of each frame may cut a REQ
 //! after its connection fields: its primary path ([`CmPath`]) is then
 //! `None`. Every error names the field and its byte offset from the start of
 //! the MAD.
 
 use crate::error::{Layer, WireError};
+use crate::mp_setup::MpSetupField;
 use crate::opcode::Opcode;
 use crate::roce::RocePacket;
 
@@ -96,6 +99,20 @@ pub mod field {
     pub const REP_FLAGS: usize = DATA + 26;
     /// REP: RNR retry count (3 bits), SRQ (1).
     pub const REP_RNR_RETRY: usize = DATA + 27;
+
+    /// REQ: private data, [`REQ_PRIVATE_DATA_LEN`] bytes (after the
+    /// alternate path).
+    pub const REQ_PRIVATE_DATA: usize = DATA + 140;
+    /// REQ: bytes of private data.
+    pub const REQ_PRIVATE_DATA_LEN: usize = 92;
+    /// REP: private data, [`REP_PRIVATE_DATA_LEN`] bytes (after the local
+    /// CA GUID).
+    pub const REP_PRIVATE_DATA: usize = DATA + 36;
+    /// REP: bytes of private data.
+    pub const REP_PRIVATE_DATA_LEN: usize = 196;
+    /// RDMA-CM's header at the start of a REQ's private data (IBA annex
+    /// A11: version, IP version, port, source and destination address).
+    pub const RDMA_CM_HEADER_LEN: usize = 36;
 
     /// REJ and MRA: the message concerned (2 bits).
     pub const MESSAGE_CONCERNED: usize = DATA + 8;
@@ -233,6 +250,9 @@ pub struct CmReq {
     pub srq: bool,
     /// The primary path, when the capture kept its bytes.
     pub primary: Option<CmPath>,
+    /// The MetaRoCE MP setup block at the start of the consumer's private
+    /// data, after RDMA-CM's 36-byte header (SPEC.md §7.1.1).
+    pub mp_setup: MpSetupField,
 }
 
 /// ConnectReply (IBA vol 1 §12.6.8): sent by the passive side.
@@ -258,6 +278,9 @@ pub struct CmRep {
     pub rnr_retry_count: u8,
     /// The sender uses a shared receive queue.
     pub srq: bool,
+    /// The MetaRoCE MP setup block at the start of the private data
+    /// (SPEC.md §7.1.1).
+    pub mp_setup: MpSetupField,
 }
 
 /// ConnectReject (IBA vol 1 §12.6.7).
@@ -372,6 +395,12 @@ impl Mad<'_> {
         Ok(u64::from_be_bytes(self.bytes(at, name)?))
     }
 
+    /// The MP setup block's place: `size` bytes of private data from `at`,
+    /// as far as the capture kept them.
+    fn private(&self, at: usize, size: usize) -> MpSetupField {
+        MpSetupField::read(self.0.get(at..).unwrap_or_default(), size)
+    }
+
     fn ids(&self) -> Result<CmIds, WireError> {
         Ok(CmIds {
             local_comm_id: self.u32(field::LOCAL_COMM_ID, "local_comm_id")?,
@@ -430,6 +459,10 @@ impl CmReq {
             rnr_retry_count: mtu & 0x7,
             srq: srq & 0x08 != 0,
             primary,
+            mp_setup: m.private(
+                REQ_PRIVATE_DATA + RDMA_CM_HEADER_LEN,
+                REQ_PRIVATE_DATA_LEN - RDMA_CM_HEADER_LEN,
+            ),
         })
     }
 }
@@ -455,6 +488,7 @@ impl CmRep {
             end_to_end_flow_control: flags & 1 != 0,
             rnr_retry_count: rnr >> 5,
             srq: rnr & 0x10 != 0,
+            mp_setup: m.private(REP_PRIVATE_DATA, REP_PRIVATE_DATA_LEN),
         })
     }
 }
@@ -638,5 +672,82 @@ mod tests {
         b[1] = 0x07;
         b[16..18].copy_from_slice(&0x0019u16.to_be_bytes());
         assert_eq!(CmMad::parse(&b).unwrap().message, CmMessage::Other);
+    }
+
+    /// A version-1 block: M, T with DSCP 46, W 512, N 64, 2 planes.
+    const BLOCK: [u8; 24] = [
+        b'M', b'R', 1, 24, 0xC0, 46, 0x02, 0x00, 0x00, 0x40, 2, 8, 4, 0, 0, 0, 0, 0, 0x10, 0, 0, 0,
+        0, 0,
+    ];
+
+    #[test]
+    fn mp_setup_block_in_req_after_rdma_cm_header_and_at_rep_start() {
+        use crate::mp_setup::MpSetupField;
+        // REQ: private data at MAD byte 24 + 140, block after 36 bytes.
+        let mut b = req_bytes();
+        assert_eq!(
+            mp_of(&CmMad::parse(&b).unwrap().message),
+            MpSetupField::Absent
+        );
+        b[200..224].copy_from_slice(&BLOCK);
+        let MpSetupField::Block(blk) = mp_of(&CmMad::parse(&b).unwrap().message) else {
+            panic!()
+        };
+        assert_eq!(
+            (blk.window, blk.entropy_set_size, blk.trim()),
+            (512, 64, Some(46))
+        );
+        // Cut inside the block: not captured, never malformed.
+        assert_eq!(
+            mp_of(&CmMad::parse(&b[..210]).unwrap().message),
+            MpSetupField::NotCaptured
+        );
+        // Length beyond the 56 bytes left after RDMA-CM's header.
+        b[203] = 57;
+        assert_eq!(
+            mp_of(&CmMad::parse(&b).unwrap().message),
+            MpSetupField::Unreadable {
+                field: "length",
+                value: 57
+            }
+        );
+        b[203] = 56;
+        assert!(matches!(
+            mp_of(&CmMad::parse(&b).unwrap().message),
+            MpSetupField::Block(_)
+        ));
+        b[203] = 23;
+        assert_eq!(
+            mp_of(&CmMad::parse(&b).unwrap().message),
+            MpSetupField::Unreadable {
+                field: "length",
+                value: 23
+            }
+        );
+        // REP: private data at MAD byte 24 + 36.
+        let mut r = vec![0u8; 256];
+        r[..4].copy_from_slice(&[1, 0x07, 2, 0x03]);
+        r[16..18].copy_from_slice(&0x0013u16.to_be_bytes());
+        r[60..84].copy_from_slice(&BLOCK);
+        assert!(matches!(
+            mp_of(&CmMad::parse(&r).unwrap().message),
+            MpSetupField::Block(_)
+        ));
+        assert_eq!(
+            mp_of(&CmMad::parse(&r[..62]).unwrap().message),
+            MpSetupField::NotCaptured
+        );
+        assert_eq!(
+            mp_of(&CmMad::parse(&r[..59]).unwrap().message),
+            MpSetupField::NotCaptured
+        );
+    }
+
+    fn mp_of(m: &CmMessage) -> crate::mp_setup::MpSetupField {
+        match m {
+            CmMessage::Req(r) => r.mp_setup,
+            CmMessage::Rep(r) => r.mp_setup,
+            _ => panic!("{m:?}"),
+        }
     }
 }

@@ -271,6 +271,77 @@ impl MpSetupBlock {
     }
 }
 
+/// What a REQ's or REP's private data holds where the block belongs
+/// (SPEC.md §7.1.1): no block, a block, a block that cannot be read
+/// (MR-MPN-11), or bytes the capture did not keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MpSetupField {
+    /// The consumer's private data does not start with "MR": no block.
+    #[default]
+    Absent,
+    /// The capture cut the frame before the bytes the block needs.
+    NotCaptured,
+    /// A readable block (of any version; its ranges are not checked:
+    /// [`MpSetupBlock::validate`]).
+    Block(MpSetupBlock),
+    /// "MR" starts the private data but the block cannot be read: version 0,
+    /// a length below 24, or a length that reaches beyond the private data.
+    Unreadable {
+        /// The field that makes it unreadable (`"version"`, `"length"`).
+        field: &'static str,
+        /// Its value.
+        value: u8,
+    },
+}
+
+impl MpSetupField {
+    /// Reads the place of the block: `captured` is the consumer's private
+    /// data as far as the capture kept it, `size` its length on the wire
+    /// (56 bytes in a REQ after RDMA-CM's header, 196 in a REP). Never
+    /// fails: a cut capture gives [`MpSetupField::NotCaptured`].
+    pub fn read(captured: &[u8], size: usize) -> Self {
+        let captured = captured.get(..size).unwrap_or(captured);
+        let whole = captured.len() >= size;
+        match captured.get(..2) {
+            None if whole => return MpSetupField::Absent,
+            None => return MpSetupField::NotCaptured,
+            Some(m) if m != MAGIC => return MpSetupField::Absent,
+            Some(_) => {}
+        }
+        if let Some(&length) = captured.get(field::LENGTH)
+            && usize::from(length) > size
+            && captured.get(field::VERSION).is_some_and(|&v| v != 0)
+        {
+            return MpSetupField::Unreadable {
+                field: "length",
+                value: length,
+            };
+        }
+        match MpSetupBlock::parse(captured) {
+            Ok((block, _)) => MpSetupField::Block(block),
+            Err(e) => match e.kind {
+                crate::error::WireErrorKind::Invalid { value, .. } => MpSetupField::Unreadable {
+                    field: e.field,
+                    value: u8::try_from(value).unwrap_or(u8::MAX),
+                },
+                _ if whole => MpSetupField::Unreadable {
+                    field: "length",
+                    value: captured.get(field::LENGTH).copied().unwrap_or(0),
+                },
+                _ => MpSetupField::NotCaptured,
+            },
+        }
+    }
+
+    /// The block, when one was read.
+    pub const fn block(&self) -> Option<&MpSetupBlock> {
+        match self {
+            MpSetupField::Block(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,8 @@
 use super::{Reported, Summary, Tally};
 use core::fmt::Write;
 use metaroce_spec::Finding;
-use metaroce_spec::judge::ConnectionSummary;
+use metaroce_spec::judge::{CmMp, ConnectionSummary};
+use metaroce_spec::model::mp::setup::Side;
 use serde_json::{Value, json};
 
 /// `frame N: MR-X-n [severity] message`.
@@ -89,6 +90,9 @@ pub fn connection_text(c: &ConnectionSummary) -> String {
     if let Some([req, rep]) = b.cm {
         shown.push(format!("RDMA-CM REQ {req} REP {rep}"));
     }
+    if let Some(m) = b.cm_mp {
+        shown.push(cm_mp_text(&m));
+    }
     if let Some(p) = b.pmtu {
         shown.push(format!("PMTU {p}"));
     }
@@ -122,6 +126,36 @@ pub fn connection_text(c: &ConnectionSummary) -> String {
         let _ = write!(line, "; {}", shown.join(", "));
     }
     line
+}
+
+/// What the MP setup blocks of a connection's RDMA-CM exchange agreed
+/// (SPEC.md §7.1.1), from its requester's side.
+fn cm_mp_text(m: &CmMp) -> String {
+    let Some(a) = m.agreed else {
+        return "MP asked in the REQ, declined by the REP (Base)".to_string();
+    };
+    // This direction's requester and responder views (MR-MPN-9).
+    let (req_view, resp_view) = match m.requester {
+        Side::Active => (a.active, a.passive),
+        Side::Passive => (a.passive, a.active),
+    };
+    let trim = a
+        .trim_dscp
+        .map_or_else(|| "trimming off".to_string(), |d| format!("trim DSCP {d}"));
+    format!(
+        "MP set up by the CM: W {}, {trim}, responder {} the O flag, requester {} NAK 0x66",
+        a.window,
+        if req_view.peer_ordered {
+            "honours"
+        } else {
+            "ignores"
+        },
+        if resp_view.peer_resource_nak {
+            "understands"
+        } else {
+            "does not understand"
+        }
+    )
 }
 
 /// Counts the conversation judge keeps about its connections.

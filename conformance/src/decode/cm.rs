@@ -5,6 +5,7 @@
 use super::text::{Section, header};
 use metaroce_codec::RocePacket;
 use metaroce_codec::cm::{CmMad, CmMessage, carries_mad};
+use metaroce_codec::mp_setup::MpSetupField;
 use serde_json::{Value, json};
 
 /// The MAD of `roce`, when it is a packet to QP1: decoded, or why not.
@@ -65,6 +66,7 @@ pub fn cm_text(roce: &RocePacket<'_>, out: &mut String) {
                     .line("Primary Remote Port GID", gid_text(&p.remote_gid))
                     .line("Primary Local ACK Timeout", p.local_ack_timeout);
             }
+            mp_setup_text(&r.mp_setup, out);
         }
         CmMessage::Rep(r) => {
             s.comm_ids(r.local_comm_id, r.remote_comm_id)
@@ -76,6 +78,7 @@ pub fn cm_text(roce: &RocePacket<'_>, out: &mut String) {
                 .line("End-to-End Flow Control", r.end_to_end_flow_control)
                 .line("RNR Retry Count", r.rnr_retry_count)
                 .line("SRQ", r.srq);
+            mp_setup_text(&r.mp_setup, out);
         }
         CmMessage::Rej(r) => {
             s.comm_ids(r.local_comm_id, r.remote_comm_id)
@@ -107,7 +110,7 @@ pub fn cm_json(roce: &RocePacket<'_>) -> Option<Value> {
         Ok(m) => m,
     };
     let h = &mad.header;
-    let message = match mad.message {
+    let mut message = match mad.message {
         CmMessage::Req(r) => json!({
             "local_comm_id": r.local_comm_id, "service_id": r.service_id,
             "local_qpn": r.local_qpn, "responder_resources": r.responder_resources,
@@ -145,12 +148,74 @@ pub fn cm_json(roce: &RocePacket<'_>) -> Option<Value> {
         }),
         CmMessage::Other => Value::Null,
     };
+    let setup = match mad.message {
+        CmMessage::Req(r) => mp_setup_json(&r.mp_setup),
+        CmMessage::Rep(r) => mp_setup_json(&r.mp_setup),
+        _ => None,
+    };
+    if let (Some(v), Some(fields)) = (setup, message.as_object_mut()) {
+        fields.insert("mp_setup".into(), v);
+    }
     Some(json!({
         "base_version": h.base_version, "mgmt_class": h.mgmt_class,
         "class_version": h.class_version, "method": h.method, "status": h.status,
         "transaction_id": h.transaction_id, "attribute_id": h.attribute_id.0,
         "attribute_modifier": h.attribute_modifier, "message": mad.name(), "fields": message,
     }))
+}
+
+/// The MetaRoCE MP setup block of a REQ or REP (SPEC.md §7.1.1), as a
+/// section after the message's; nothing when there is none.
+fn mp_setup_text(f: &MpSetupField, out: &mut String) {
+    match f {
+        MpSetupField::Absent => {}
+        MpSetupField::NotCaptured => {
+            header(out, 4, "MetaRoCE MP setup block").line("Block", "not captured");
+        }
+        MpSetupField::Unreadable { field, value } => {
+            header(out, 4, "MetaRoCE MP setup block")
+                .line("Block", format_args!("unreadable: {field} {value}"));
+        }
+        MpSetupField::Block(b) => {
+            header(out, 4, "MetaRoCE MP setup block")
+                .line("Version", b.version)
+                .line("Length", b.length)
+                .line("Flags", format_args!("0x{:02x}", b.flags))
+                .line("MP (M)", b.mp())
+                .line(
+                    "Trim DSCP",
+                    b.trim()
+                        .map_or_else(|| "off".to_string(), |d| d.to_string()),
+                )
+                .line("Ordered (O)", b.ordered())
+                .line("Resource NAK (RN)", b.resource_nak())
+                .line("Window", b.window)
+                .line("Entropy Set Size", b.entropy_set_size)
+                .line("Planes", b.planes)
+                .line("ACK Coalescing (us)", b.ack_coalesce_us)
+                .line("ACK Prompt Bound (us)", b.ack_prompt_us)
+                .line("Max Staged Bytes", b.max_staged_bytes);
+        }
+    }
+}
+
+/// The `mp_setup` object of a REQ's or REP's `fields` (`None`: no block).
+fn mp_setup_json(f: &MpSetupField) -> Option<Value> {
+    Some(match f {
+        MpSetupField::Absent => return None,
+        MpSetupField::NotCaptured => json!({"not_captured": true}),
+        MpSetupField::Unreadable { field, value } => {
+            json!({"unreadable": {"field": field, "value": value}})
+        }
+        MpSetupField::Block(b) => json!({
+            "version": b.version, "length": b.length, "flags": b.flags,
+            "mp": b.mp(), "trim_dscp": b.trim(), "ordered": b.ordered(),
+            "resource_nak": b.resource_nak(), "window": b.window,
+            "entropy_set_size": b.entropy_set_size, "planes": b.planes,
+            "ack_coalesce_us": b.ack_coalesce_us, "ack_prompt_us": b.ack_prompt_us,
+            "max_staged_bytes": b.max_staged_bytes,
+        }),
+    })
 }
 
 fn pmtu_text(p: Option<u32>) -> String {

@@ -82,6 +82,9 @@ pub struct Behaviour {
     pub credits_seen: Option<(bool, u64)>,
     /// Frames of the RDMA-CM REQ and REP that declared the connection.
     pub cm: Option<[u64; 2]>,
+    /// What the MP setup blocks of its RDMA-CM exchange agreed, when the
+    /// REQ asked for MP (SPEC.md §7.1.1).
+    pub cm_mp: Option<super::CmMp>,
     /// The End-to-End Flow Control bit the responder's side declared in
     /// the CM exchange (shown; the ACKs decide `credits`).
     pub cm_credits: Option<bool>,

@@ -54,6 +54,7 @@ mod cnp;
 mod connection;
 mod expect;
 mod mp_read;
+mod mp_setup;
 mod response;
 
 #[cfg(test)]
@@ -64,6 +65,7 @@ pub use cnp::{MAX_MP_QPS, MAX_SLOTS};
 pub use connection::{Behaviour, ConnectionKey, ConnectionSummary};
 pub use expect::{MAX_LOOSE, MAX_PENDING};
 pub use mp_read::MAX_READS;
+pub use mp_setup::CmMp;
 
 use crate::Finding;
 use crate::model::congestion::np::NpParams;
@@ -248,6 +250,11 @@ pub struct ConversationJudge {
     swept_ns: u64,
     /// RDMA-CM exchanges seen (connections declared by their REQ and REP).
     setups: cm::Setups,
+    /// The MP setup blocks of those exchanges (MR-MPN-7 … MR-MPN-11, MR-CM-6).
+    mp_setups: mp_setup::MpSetups,
+    /// Findings of the CM MAD given to [`ConversationJudge::on_cm`], out
+    /// with the judgement of its packet.
+    cm_found: Vec<ConversationFinding>,
     /// Verdicts on requests that failed admission (see
     /// [`ConversationJudge::take_admission_verdicts`]).
     verdicts: Vec<(u64, bool)>,
@@ -344,15 +351,21 @@ impl ConversationJudge {
             last_ns: 0,
             swept_ns: 0,
             setups: cm::Setups::default(),
+            mp_setups: mp_setup::MpSetups::default(),
+            cm_found: Vec::new(),
             verdicts: Vec::new(),
         }
     }
 
     /// A CM MAD on QP1 ([`CmMad`](metaroce_codec::cm::CmMad)): a REQ and
     /// its REP declare a connection, which is then judged from its first
-    /// packet with what they declared (see `cm.rs`).
+    /// packet with what they declared (see `cm.rs`); their MP setup blocks
+    /// are judged (see `mp_setup.rs`), the findings given out with the
+    /// MAD's packet by the next [`Self::on_packet`].
     pub fn on_cm(&mut self, meta: &PacketMeta, mad: &metaroce_codec::cm::CmMad) {
         self.setups.on_mad(meta.src, meta.dst, meta.frame, mad);
+        self.mp_setups
+            .on_mad(meta.src, meta.dst, meta.frame, mad, &mut self.cm_found);
     }
 
     /// Notes about the capture the judge drew from the traffic (not
@@ -364,7 +377,7 @@ impl ConversationJudge {
             .filter(|c| c.behaviour.capture_loss_from.is_some())
             .map(|c| c.first_frame)
             .collect();
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = self.mp_setups.note().into_iter().collect();
         let reordered: Vec<u64> = all
             .iter()
             .filter_map(|c| c.behaviour.reordered_frame)
@@ -426,9 +439,17 @@ impl ConversationJudge {
             }
             None => (pkt, mark),
         };
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.cm_found);
         self.advance(meta.timestamp_ns, &mut out);
         let op = pkt.bth.opcode;
+        self.mp_setups.on_packet(
+            meta.src,
+            meta.dst,
+            pkt.bth.dest_qp,
+            op,
+            meta.frame,
+            &mut out,
+        );
         let ce = meta.ecn == 3;
         let mp_req = is_mp_request(op);
         let mut sender_qp = None;
@@ -558,7 +579,15 @@ impl ConversationJudge {
             self.setups
                 .take(&(key.requester, key.responder, key.responder_qpn))
         };
-        let conn = Connection::new(key, &self.cfg, mp, meta, declared);
+        let mut conn = Connection::new(key, &self.cfg, mp, meta, declared);
+        let cm_mp = self
+            .mp_setups
+            .view(&(key.requester, key.responder, key.responder_qpn));
+        let b = &mut conn.summary.behaviour;
+        b.cm_mp = cm_mp;
+        if b.cm.is_none() {
+            b.cm = cm_mp.map(|c| c.frames);
+        }
         let idx = match self.free.pop() {
             Some(i) => {
                 self.conns[i] = Some(conn);
@@ -668,7 +697,7 @@ impl ConversationJudge {
 
     /// The capture ended: what was required and never observed.
     pub fn finish(&mut self) -> Vec<ConversationFinding> {
-        let mut all = Vec::new();
+        let mut all = std::mem::take(&mut self.cm_found);
         if let Some(cnp) = self.cnp.as_mut() {
             // Deadlines up to the last packet were judged as time passed;
             // later ones fall after the capture and are not judged.

@@ -10,6 +10,7 @@
 //!   probes, loss detection and selective retransmission, READ re-requests,
 //!   the RTO estimator and congestion control (§7.4, §7.7–§7.9, §7.12, §7.13).
 //! - [`judge::MpJudge`]: findings for requirements visible in a capture.
+//! - [`setup`]: MP negotiation through the RDMA-CM setup block (§7.1.1).
 //!
 //! Sequence numbers: state keeps 24-bit [`Psn`]/[`Msn`] values where they
 //! appear on the wire; internally the requester also keeps an unwrapped
@@ -23,6 +24,7 @@ pub mod memory;
 pub mod requester;
 pub mod responder;
 pub mod sack;
+pub mod setup;
 pub mod timestamp;
 pub mod trim;
 

@@ -1,0 +1,616 @@
+//! `metaroce check` on RDMA-CM exchanges whose REQ and REP carry the
+//! MetaRoCE MP setup block (SPEC.md §7.1.1): each rule (MR-MPN-7 …
+//! MR-MPN-11, MR-CM-6) fires on an exchange that breaks it, naming the CM
+//! and data frames, and a correct exchange passes; a capture that shows only
+//! part of an exchange gives no finding.
+//!
+//! The MADs are laid out here byte by byte from IBA vol 1 §12.6 (REQ
+//! Table 99, REP Table 103, REJ Table 101, RTU Table 104; the offsets of
+//! Linux `cm_msgs.h`), not with the codec, which has no CM emitter; the
+//! setup block likewise from the table of §7.1.1. scapy has no CM layer
+//! (its `contrib/roce.py` stops at BTH and AETH), so it is no oracle here;
+//! the CM fields themselves are checked against tshark in
+//! `tests/decode/oracle_tshark_cm.rs`, and where the blocks sit in the
+//! private data by tshark's RDMA-CM dissector here
+//! (`tshark_finds_the_blocks_where_the_judge_reads_them`). The UD, RC and
+//! MP packets around
+//! them are built with [`PacketBuilder`].
+
+use crate::check_mp_acks::{ack, send};
+use crate::common::*;
+use metaroce_codec::ext::{AethRepr, DethRepr, Syndrome};
+use metaroce_codec::{Msn, Opcode, PacketBuilder};
+use metaroce_conformance::capture::PcapNgWriter;
+use serde_json::Value;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+/// The active side (REQ sender) and its QPN; the passive side and its QPN
+/// (the addresses and QPNs of `check_mp_acks::send` and `ack`).
+const ACTIVE: [u8; 4] = [10, 0, 0, 1];
+const ACTIVE_QPN: u32 = 0x22;
+const PASSIVE: [u8; 4] = [10, 0, 0, 2];
+const PASSIVE_QPN: u32 = 0x12;
+const ACTIVE_COMM: u32 = 0xac66_08b9;
+const PASSIVE_COMM: u32 = 0x1234_5678;
+
+/// A setup block of §7.1.1: flags, trim DSCP byte, window, entropy set
+/// size; planes 1, ACK 8 µs / 4 µs, staging 64 KiB, reserved 0.
+fn block(flags: u8, trim: u8, window: u16, n: u16) -> Vec<u8> {
+    let mut b = vec![0u8; 24];
+    b[..4].copy_from_slice(&[b'M', b'R', 1, 24]);
+    b[4] = flags;
+    b[5] = trim;
+    b[6..8].copy_from_slice(&window.to_be_bytes());
+    b[8..10].copy_from_slice(&n.to_be_bytes());
+    b[10] = 1;
+    b[11] = 8;
+    b[12] = 4;
+    b[16..20].copy_from_slice(&65_536u32.to_be_bytes());
+    b
+}
+
+const M: u8 = 0x80;
+const T: u8 = 0x40;
+const O: u8 = 0x10;
+const RN: u8 = 0x08;
+
+/// A 256-byte CM MAD of attribute `attr` (MAD header of IBA 13.4.3).
+fn mad(attr: u16) -> Vec<u8> {
+    let mut m = vec![0u8; 256];
+    m[..4].copy_from_slice(&[1, 0x07, 2, 0x03]);
+    m[8..16].copy_from_slice(&7u64.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m
+}
+
+/// A REQ from the active side: RC, PSN 0, PMTU 1024, private data (at
+/// message byte 140) = RDMA-CM's 36-byte header, then `private`.
+fn req(private: &[u8]) -> Vec<u8> {
+    let mut m = mad(0x0010);
+    let d = 24;
+    m[d..d + 4].copy_from_slice(&ACTIVE_COMM.to_be_bytes());
+    m[d + 8..d + 16].copy_from_slice(&0x0106_4d52u64.to_be_bytes());
+    m[d + 32..d + 36].copy_from_slice(&[0, 0, ACTIVE_QPN as u8, 4]);
+    m[d + 39] = 4;
+    m[d + 43] = 0xa0; // CM response timeout, RC, no end-to-end credits
+    m[d + 44..d + 48].copy_from_slice(&[0, 0, 0, 0x07]);
+    m[d + 48..d + 50].copy_from_slice(&0xffffu16.to_be_bytes());
+    m[d + 50] = 0x37; // PMTU 1024, RNR retry 7
+    let p = d + 140;
+    m[p + 1] = 0x40; // RDMA-CM header: IPv4
+    m[p + 36..p + 36 + private.len()].copy_from_slice(private);
+    m
+}
+
+/// The passive side's REP: PSN 0, private data (message byte 36) `private`.
+fn rep(private: &[u8]) -> Vec<u8> {
+    let mut m = mad(0x0013);
+    let d = 24;
+    m[d..d + 4].copy_from_slice(&PASSIVE_COMM.to_be_bytes());
+    m[d + 4..d + 8].copy_from_slice(&ACTIVE_COMM.to_be_bytes());
+    m[d + 12..d + 15].copy_from_slice(&[0, 0, PASSIVE_QPN as u8]);
+    m[d + 24] = 4;
+    m[d + 25] = 4;
+    m[d + 27] = 0xe0;
+    m[d + 36..d + 36 + private.len()].copy_from_slice(private);
+    m
+}
+
+/// A REJ of `reason`: of the REQ from the passive side (`of_rep` false),
+/// of the REP from the active side (true).
+fn rej(of_rep: bool, reason: u16) -> Vec<u8> {
+    let mut m = mad(0x0012);
+    let d = 24;
+    let (local, remote) = if of_rep {
+        (ACTIVE_COMM, PASSIVE_COMM)
+    } else {
+        (PASSIVE_COMM, ACTIVE_COMM)
+    };
+    m[d..d + 4].copy_from_slice(&local.to_be_bytes());
+    m[d + 4..d + 8].copy_from_slice(&remote.to_be_bytes());
+    m[d + 8] = u8::from(of_rep) << 6;
+    m[d + 10..d + 12].copy_from_slice(&reason.to_be_bytes());
+    m
+}
+
+/// The active side's RTU.
+fn rtu() -> Vec<u8> {
+    let mut m = mad(0x0014);
+    m[24..28].copy_from_slice(&ACTIVE_COMM.to_be_bytes());
+    m[28..32].copy_from_slice(&PASSIVE_COMM.to_be_bytes());
+    m
+}
+
+/// A MAD as a UD SEND Only to QP1 from `src` to `dst`.
+fn on_qp1(src: [u8; 4], dst: [u8; 4], payload: Vec<u8>) -> Vec<u8> {
+    PacketBuilder::new(Opcode::UD_SEND_ONLY)
+        .dest_qp(1)
+        .deth(DethRepr {
+            qkey: 0x8001_0000,
+            reserved: 0,
+            src_qp: 1,
+        })
+        .payload(payload)
+        .ipv4(Ipv4Addr::from(src), Ipv4Addr::from(dst))
+        .build()
+}
+
+fn from_active(m: Vec<u8>) -> Vec<u8> {
+    on_qp1(ACTIVE, PASSIVE, m)
+}
+
+fn from_passive(m: Vec<u8>) -> Vec<u8> {
+    on_qp1(PASSIVE, ACTIVE, m)
+}
+
+/// An RC SEND Only with AckReq from the active side at PSN `psn`.
+fn rc_send(psn: u32) -> Vec<u8> {
+    PacketBuilder::new(Opcode::RC_SEND_ONLY)
+        .ipv4(Ipv4Addr::from(ACTIVE), Ipv4Addr::from(PASSIVE))
+        .dest_qp(PASSIVE_QPN)
+        .psn(psn)
+        .ack_req(true)
+        .payload(vec![5; 64])
+        .build()
+}
+
+/// The passive side's RC Acknowledge of PSN `psn` (MSN `psn` + 1).
+fn rc_ack(psn: u32) -> Vec<u8> {
+    PacketBuilder::new(Opcode::RC_ACK)
+        .ipv4(Ipv4Addr::from(PASSIVE), Ipv4Addr::from(ACTIVE))
+        .dest_qp(ACTIVE_QPN)
+        .psn(psn)
+        .aeth(AethRepr {
+            syndrome: Syndrome::ACK_UNLIMITED,
+            msn: Msn::new(psn + 1),
+        })
+        .build()
+}
+
+/// Writes `frames` 10 µs apart; `cut`: (frame index, bytes kept).
+fn write(name: &str, frames: &[Vec<u8>], cut: Option<(usize, usize)>) -> PathBuf {
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        let kept = match cut {
+            Some((at, n)) if at == i => &f[..n],
+            _ => &f[..],
+        };
+        w.write_packet(i as u64 * 10_000, kept, f.len() as u32, None)
+            .unwrap();
+    }
+    temp_file(name, &w.into_inner())
+}
+
+/// `check --format jsonl` lines of `frames`.
+fn check(name: &str, frames: &[Vec<u8>], cut: Option<(usize, usize)>) -> Vec<Value> {
+    let path = write(name, frames, cut);
+    let out = metaroce(&["check", "--format", "jsonl"], &path);
+    stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+/// The setup findings (MR-MPN-7 … 11, MR-CM-6) as (id, severity, frames).
+fn setup_findings(lines: &[Value]) -> Vec<(String, String, Vec<u64>)> {
+    lines
+        .iter()
+        .filter(|l| {
+            l["id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("MR-MPN-") || id == "MR-CM-6")
+        })
+        .map(|l| {
+            let frames = l["frames"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            (
+                l["id"].as_str().unwrap().to_string(),
+                l["severity"].as_str().unwrap_or("").to_string(),
+                frames,
+            )
+        })
+        .collect()
+}
+
+fn musts(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l["severity"] == "must").collect()
+}
+
+/// Asserts exactly one setup finding, of `id` and severity MUST, naming
+/// (as a set) `frames`.
+fn fires(lines: &[Value], id: &str, frames: &[u64]) {
+    let f = setup_findings(lines);
+    assert_eq!(f.len(), 1, "{f:?}");
+    let (got, severity, mut got_frames) = f[0].clone();
+    assert_eq!(
+        (got.as_str(), severity.as_str()),
+        (id, "must"),
+        "{lines:#?}"
+    );
+    got_frames.sort_unstable();
+    assert_eq!(got_frames, frames, "{lines:#?}");
+}
+
+fn req_mp() -> Vec<u8> {
+    block(M | T | O, 46, 4096, 128)
+}
+
+fn rep_mp() -> Vec<u8> {
+    block(M | T | RN, 46, 1024, 64)
+}
+
+#[test]
+fn a_correct_mp_exchange_passes_and_shows_what_it_agreed() {
+    let frames = [
+        from_active(req(&req_mp())),
+        from_passive(rep(&rep_mp())),
+        from_active(rtu()),
+        send(0, 100, false),
+        ack(0, 100, 0xC100).build(),
+    ];
+    let lines = check("cm-mp-good.pcapng", &frames, None);
+    assert_eq!(setup_findings(&lines), vec![], "{lines:#?}");
+    assert!(musts(&lines).is_empty(), "{lines:#?}");
+    let path = write("cm-mp-good-text.pcapng", &frames, None);
+    // The connection lines (every connection's in JUnit, not only flagged
+    // ones as in text).
+    let text = stdout(&metaroce(&["check", "--format", "junit"], &path));
+    // The MP data flows active → passive: the responder's O is the REP's
+    // (clear), the requester's RN the REQ's (clear).
+    assert!(
+        text.contains(
+            "MP set up by the CM: W 1024, trim DSCP 46, responder ignores the O flag, requester does not understand NAK 0x66"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn mr_mpn_7_reserved_bits_in_a_version_1_req_block() {
+    let mut b = req_mp();
+    b[4] |= 0x01;
+    b[21] = 9;
+    let lines = check(
+        "cm-mpn7.pcapng",
+        &[from_active(req(&b)), from_passive(rep(&rep_mp()))],
+        None,
+    );
+    fires(&lines, "MR-MPN-7", &[1]);
+}
+
+#[test]
+fn mr_mpn_7_a_later_version_is_not_judged_as_a_version_1_sender() {
+    let mut b = req_mp();
+    b[2] = 2;
+    b[3] = 28;
+    b[4] |= 0x01;
+    b.extend_from_slice(&[1, 2, 3, 4]);
+    let lines = check(
+        "cm-mpn7-v2.pcapng",
+        &[
+            from_active(req(&b)),
+            from_passive(rep(&rep_mp())),
+            from_active(rtu()),
+        ],
+        None,
+    );
+    assert_eq!(setup_findings(&lines), vec![], "{lines:#?}");
+}
+
+#[test]
+fn mr_mpn_8_a_rep_block_with_m_clear() {
+    let lines = check(
+        "cm-mpn8.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&block(T, 46, 1024, 64))),
+        ],
+        None,
+    );
+    fires(&lines, "MR-MPN-8", &[1, 2]);
+}
+
+#[test]
+fn mr_mpn_8_the_passive_side_sends_mp_after_declining() {
+    let lines = check(
+        "cm-mpn8-data.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&[])),
+            from_active(rtu()),
+            ack(0, 100, 0xC100).build(),
+        ],
+        None,
+    );
+    fires(&lines, "MR-MPN-8", &[1, 2, 4]);
+}
+
+#[test]
+fn mr_mpn_8_and_10_a_declined_exchange_that_runs_base_passes() {
+    // The REP carries no block: Base (the active side's mp_fallback).
+    let lines = check(
+        "cm-declined-base.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&[])),
+            from_active(rtu()),
+            rc_send(0),
+            rc_ack(0),
+        ],
+        None,
+    );
+    assert_eq!(setup_findings(&lines), vec![], "{lines:#?}");
+    assert!(musts(&lines).is_empty(), "{lines:#?}");
+}
+
+#[test]
+fn mr_mpn_9_a_rep_with_another_trim_dscp() {
+    let lines = check(
+        "cm-mpn9.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&block(M, 0, 1024, 64))),
+        ],
+        None,
+    );
+    fires(&lines, "MR-MPN-9", &[1, 2]);
+}
+
+#[test]
+fn mr_mpn_10_the_active_side_sends_mp_after_a_rep_without_block() {
+    let lines = check(
+        "cm-mpn10.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&[])),
+            from_active(rtu()),
+            send(0, 100, false),
+        ],
+        None,
+    );
+    fires(&lines, "MR-MPN-10", &[1, 2, 4]);
+}
+
+#[test]
+fn mr_mpn_10_a_rej_28_after_a_declined_rep_passes() {
+    let lines = check(
+        "cm-mpn10-rej.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&[])),
+            from_active(rej(true, 28)),
+        ],
+        None,
+    );
+    assert_eq!(setup_findings(&lines), vec![], "{lines:#?}");
+}
+
+#[test]
+fn mr_mpn_11_a_rep_answers_a_malformed_req() {
+    // Window 32 is out of range: the sender breaks MR-MPN-7, the passive
+    // side that answers with a REP breaks MR-MPN-11.
+    let lines = check(
+        "cm-mpn11-req.pcapng",
+        &[
+            from_active(req(&block(M, 0, 32, 128))),
+            from_passive(rep(&rep_mp())),
+        ],
+        None,
+    );
+    let f = setup_findings(&lines);
+    let ids: Vec<&str> = f.iter().map(|x| x.0.as_str()).collect();
+    assert_eq!(ids, ["MR-MPN-7", "MR-MPN-11"], "{f:?}");
+    let mut frames = f[1].2.clone();
+    frames.sort_unstable();
+    assert_eq!(frames, [1, 2]);
+}
+
+#[test]
+fn mr_mpn_11_a_malformed_req_answered_with_rej_28_passes() {
+    let lines = check(
+        "cm-mpn11-req-rej.pcapng",
+        &[
+            from_active(req(&block(M, 0, 32, 128))),
+            from_passive(rej(false, 28)),
+        ],
+        None,
+    );
+    // Only the sender's own fault remains.
+    let ids: Vec<String> = setup_findings(&lines).into_iter().map(|x| x.0).collect();
+    assert_eq!(ids, ["MR-MPN-7"]);
+}
+
+#[test]
+fn mr_mpn_11_the_active_side_accepts_a_malformed_rep() {
+    let mut short = rep_mp();
+    short[3] = 20;
+    let frames = [
+        from_active(req(&req_mp())),
+        from_passive(rep(&short)),
+        from_active(rtu()),
+    ];
+    let lines = check("cm-mpn11-rep.pcapng", &frames, None);
+    let f = setup_findings(&lines);
+    let ids: Vec<&str> = f.iter().map(|x| x.0.as_str()).collect();
+    // The REP's sender breaks MR-MPN-8, the active side MR-MPN-11.
+    assert_eq!(ids, ["MR-MPN-8", "MR-MPN-11"], "{f:?}");
+    let mut frames = f[1].2.clone();
+    frames.sort_unstable();
+    assert_eq!(frames, [1, 2, 3]);
+    // Answered with REJ 28 instead: only the REP's sender is at fault.
+    let lines = check(
+        "cm-mpn11-rep-rej.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&short)),
+            from_active(rej(true, 28)),
+        ],
+        None,
+    );
+    let ids: Vec<String> = setup_findings(&lines).into_iter().map(|x| x.0).collect();
+    assert_eq!(ids, ["MR-MPN-8"]);
+}
+
+#[test]
+fn mr_cm_6_an_agreed_mp_connection_that_runs_base() {
+    let lines = check(
+        "cm-cm6-base.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&rep_mp())),
+            from_active(rtu()),
+            rc_send(0),
+            rc_ack(0),
+        ],
+        None,
+    );
+    // The active side's RC SEND is reported; the passive side's RC ACK
+    // answers it (reported too: its REP announced an MP QP).
+    let f = setup_findings(&lines);
+    let ids: Vec<&str> = f.iter().map(|x| x.0.as_str()).collect();
+    assert_eq!(ids, ["MR-CM-6", "MR-CM-6"], "{f:?}");
+    let mut first = f[0].2.clone();
+    first.sort_unstable();
+    assert_eq!(first, [1, 2, 4]);
+}
+
+#[test]
+fn mr_cm_6_a_rep_block_for_a_req_that_asked_for_base() {
+    let lines = check(
+        "cm-cm6-rep.pcapng",
+        &[from_active(req(&[])), from_passive(rep(&rep_mp()))],
+        None,
+    );
+    fires(&lines, "MR-CM-6", &[1, 2]);
+    let lines = check(
+        "cm-cm6-base-ok.pcapng",
+        &[
+            from_active(req(&[])),
+            from_passive(rep(&[])),
+            from_active(rtu()),
+            rc_send(0),
+            rc_ack(0),
+        ],
+        None,
+    );
+    assert_eq!(setup_findings(&lines), vec![], "{lines:#?}");
+}
+
+#[test]
+fn a_partial_exchange_gives_no_finding() {
+    // A malformed REQ with no answer in the capture: the REJ may be there.
+    let lines = check(
+        "cm-partial-req.pcapng",
+        &[from_active(req(&block(M, 0, 16, 128)))],
+        None,
+    );
+    let ids: Vec<String> = setup_findings(&lines).into_iter().map(|x| x.0).collect();
+    assert_eq!(ids, ["MR-MPN-7"], "the sender's own block only");
+    // A REP without its REQ, then MP data: nothing to judge it against.
+    let lines = check(
+        "cm-partial-rep.pcapng",
+        &[from_passive(rep(&[])), send(0, 100, false)],
+        None,
+    );
+    assert_eq!(setup_findings(&lines), vec![], "{lines:#?}");
+    // A REQ cut before its block (snap length): a note, no finding, even
+    // when MP data follows a REP without block.
+    let frames = [
+        from_active(req(&req_mp())),
+        from_passive(rep(&[])),
+        send(0, 100, false),
+    ];
+    let lines = check("cm-partial-cut.pcapng", &frames, Some((0, 200)));
+    assert_eq!(setup_findings(&lines), vec![], "{lines:#?}");
+    let path = write("cm-partial-cut-text.pcapng", &frames, Some((0, 200)));
+    let text = stdout(&metaroce(&["check"], &path));
+    assert!(
+        text.contains("cut by the capture before their MP setup block: 1 (frames 1)"),
+        "{text}"
+    );
+}
+
+/// Wireshark as the oracle of where the block sits: tshark's RDMA-CM
+/// dissector must show the REQ's block at the start of the consumer's
+/// private data after the IP CM header (`infiniband.cm.req.ip_cm.private`)
+/// and the REP's at the start of its private data. Without tshark: SKIP
+/// (a failure with `CI=true`).
+#[test]
+fn tshark_finds_the_blocks_where_the_judge_reads_them() {
+    let runs = std::process::Command::new("tshark")
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "tshark absent (CI=true: the oracle must be there)"
+        );
+        println!("SKIP: tshark not runnable");
+        return;
+    }
+    let path = write(
+        "cm-mp-tshark.pcapng",
+        &[from_active(req(&req_mp())), from_passive(rep(&rep_mp()))],
+        None,
+    );
+    let out = std::process::Command::new("tshark")
+        .args(["-r"])
+        .arg(&path)
+        .args([
+            "-n",
+            "-Y",
+            "infiniband.mad",
+            "-T",
+            "fields",
+            "-e",
+            "infiniband.cm.req.ip_cm.private",
+            "-e",
+            "infiniband.cm.rep.private",
+        ])
+        .output()
+        .expect("runs tshark");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let req_private = lines[0].split('\t').next().unwrap_or("");
+    let rep_private = lines[1].split('\t').nth(1).unwrap_or("");
+    assert!(req_private.starts_with(&hex(&req_mp())), "{text}");
+    assert!(rep_private.starts_with(&hex(&rep_mp())), "{text}");
+}
+
+/// `decode` shows the blocks (jsonl `cm.fields.mp_setup`), and nothing for
+/// a REQ without one.
+#[test]
+fn decode_shows_the_blocks() {
+    let path = write(
+        "cm-mp-decode.pcapng",
+        &[
+            from_active(req(&req_mp())),
+            from_passive(rep(&rep_mp())),
+            from_active(req(&[])),
+        ],
+        None,
+    );
+    let out = metaroce(&["decode", "--format", "jsonl"], &path);
+    let frames: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let setup = |i: usize| frames[i]["cm"]["fields"]["mp_setup"].clone();
+    assert_eq!(setup(0)["window"], 4096);
+    assert_eq!(setup(0)["trim_dscp"], 46);
+    assert_eq!(setup(0)["ordered"], true);
+    assert_eq!(setup(1)["window"], 1024);
+    assert_eq!(setup(1)["resource_nak"], true);
+    assert_eq!(setup(2), Value::Null);
+}
