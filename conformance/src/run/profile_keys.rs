@@ -50,7 +50,6 @@ pub const PROFILE_KEYS: &[&str] = &[
     "mp_rto_max",
     "mp_retire_hold",
     "mp_retire_hold_max",
-    "mp_cwnd_init",
     "mp_cwnd_max",
     "cm",
     "host_big_endian",
@@ -71,7 +70,13 @@ pub struct LocalConstant {
     pub unit: &'static str,
 }
 
-const fn local(key: &'static str, default: u64, min: u64, max: u64, unit: &'static str) -> LocalConstant {
+const fn local(
+    key: &'static str,
+    default: u64,
+    min: u64,
+    max: u64,
+    unit: &'static str,
+) -> LocalConstant {
     LocalConstant {
         key,
         default,
@@ -83,8 +88,7 @@ const fn local(key: &'static str, default: u64, min: u64, max: u64, unit: &'stat
 
 /// The MP local constants of SPEC §10.3 that §2 lets a profile declare.
 /// `mp_rto_init` lies between `mp_rto_min` and `mp_rto_max`,
-/// `mp_retire_hold_max` is at least `mp_retire_hold` and `mp_cwnd_init` at
-/// most `mp_cwnd_max` ([`ORDERED`]).
+/// and `mp_retire_hold_max` is at least `mp_retire_hold` ([`ORDERED`]).
 pub const MP_LOCAL: &[LocalConstant] = &[
     local("mp_reorder_threshold", 32, 1, 64, "PSNs"),
     local("mp_ack_coalesce_time", 8, 1, 64, "µs"),
@@ -95,16 +99,15 @@ pub const MP_LOCAL: &[LocalConstant] = &[
     local("mp_retire_hold", 500, 10, 1_000_000, "µs"),
     local("mp_retire_hold_max", 64_000, 10, 10_000_000, "µs"),
     // At least one PMTU: the PMTU is not known here, so the smallest.
-    local("mp_cwnd_init", 524_288, 256, 67_108_864, "bytes"),
     local("mp_cwnd_max", 786_432, 256, 67_108_864, "bytes"),
 ];
 
 /// Pairs (smaller, larger) of §10.3 whose values must be ordered.
 pub const ORDERED: &[(&str, &str)] = &[
+    ("mp_rto_min", "mp_rto_max"),
     ("mp_rto_min", "mp_rto_init"),
     ("mp_rto_init", "mp_rto_max"),
     ("mp_retire_hold", "mp_retire_hold_max"),
-    ("mp_cwnd_init", "mp_cwnd_max"),
 ];
 
 /// The prefix of the names vectors use for these constants.
@@ -114,10 +117,11 @@ pub const NAME_PREFIX: &str = "profile.";
 /// one, else the §10.3 default.
 ///
 /// # Errors
-/// A declared value that is not an integer within its §10.3 range, or
-/// effective values out of the order §10.3 requires (an undeclared default
-/// included: declaring `mp_rto_min: 2000` alone leaves `mp_rto_init` at
-/// 1000, below it). The message names the key.
+/// A declared value that is not an integer within its §10.3 range, or two
+/// declared values out of the order §10.3 requires. The message names the
+/// key. An undeclared constant that the declared ones leave out of order
+/// takes the nearest value in order (`mp_rto_min: 2000` alone makes
+/// `mp_rto_init` 2000).
 pub fn mp_local_values(map: &Map<String, Value>) -> Result<BTreeMap<&'static str, u64>, String> {
     let mut values = BTreeMap::new();
     for c in MP_LOCAL {
@@ -135,21 +139,26 @@ pub fn mp_local_values(map: &Map<String, Value>) -> Result<BTreeMap<&'static str
         };
         values.insert(c.key, v);
     }
-    for (lo, hi) in ORDERED {
+    for &(lo, hi) in ORDERED {
         let (a, b) = (values[lo], values[hi]);
-        if a > b {
-            let how = |k: &str| {
-                if map.contains_key(k) {
-                    "declared"
-                } else {
-                    "the §10.3 default"
-                }
-            };
-            return Err(format!(
-                "{lo} ({a}, {}) is above {hi} ({b}, {}); SPEC §10.3 wants {lo} ≤ {hi}",
-                how(lo),
-                how(hi)
-            ));
+        if a <= b {
+            continue;
+        }
+        // An undeclared constant takes its default moved into the range
+        // the declared ones leave (`mp_rto_min: 2000` alone makes
+        // `mp_rto_init` 2000); two declared values out of order are wrong.
+        match (map.contains_key(lo), map.contains_key(hi)) {
+            (true, true) => {
+                return Err(format!(
+                    "{lo} ({a}) is above {hi} ({b}); SPEC §10.3 wants {lo} ≤ {hi}"
+                ));
+            }
+            (false, _) => {
+                values.insert(lo, b);
+            }
+            (true, false) => {
+                values.insert(hi, a);
+            }
         }
     }
     Ok(values)
@@ -224,16 +233,22 @@ mod tests {
         assert_eq!(mp_local_values(&map).unwrap()["mp_rto_init"], 5000);
         map.insert("mp_rto_init".into(), 5.into());
         let e = mp_local_values(&map).unwrap_err();
-        assert!(e.contains("mp_rto_init") && e.contains("10..=1000000"), "{e}");
+        assert!(
+            e.contains("mp_rto_init") && e.contains("10..=1000000"),
+            "{e}"
+        );
         map.insert("mp_rto_init".into(), "fast".into());
         assert!(mp_local_values(&map).unwrap_err().contains("mp_rto_init"));
         let mut map = Map::new();
         map.insert("mp_rto_min".into(), 2000.into());
+        let v = mp_local_values(&map).unwrap();
+        assert_eq!((v["mp_rto_init"], v["mp_rto_max"]), (2000, 16000));
+        map.insert("mp_rto_max".into(), 1500.into());
         let e = mp_local_values(&map).unwrap_err();
-        assert!(
-            e.contains("mp_rto_min (2000, declared) is above mp_rto_init (1000, the §10.3 default)"),
-            "{e}"
-        );
+        assert!(e.contains("mp_rto_min (2000) is above mp_rto_max (1500)"), "{e}");
+        let mut map = Map::new();
+        map.insert("mp_retire_hold".into(), 100_000.into());
+        assert_eq!(mp_local_values(&map).unwrap()["mp_retire_hold_max"], 100_000);
     }
 
     #[test]
@@ -243,6 +258,9 @@ mod tests {
         assert_eq!(check_keys(&map), Ok(()));
         map.insert("mp_rto_initial".into(), 1000.into());
         let e = check_keys(&map).unwrap_err();
-        assert!(e.contains("`mp_rto_initial` is not a capability-profile key"), "{e}");
+        assert!(
+            e.contains("`mp_rto_initial` is not a capability-profile key"),
+            "{e}"
+        );
     }
 }

@@ -336,12 +336,18 @@ mod tests {
         b.set("profile.mp_rto_init", 1000);
         b.set("profile.mp_rto_max", 16000);
         assert_eq!(
-            eval("${min(2 * profile.mp_rto_init, profile.mp_rto_max) - 10}", &b),
+            eval(
+                "${min(2 * profile.mp_rto_init, profile.mp_rto_max) - 10}",
+                &b
+            ),
             Ok(1990)
         );
         b.set("profile.mp_rto_init", 10000);
         assert_eq!(
-            eval("${min(2 * profile.mp_rto_init, profile.mp_rto_max) - 10}", &b),
+            eval(
+                "${min(2 * profile.mp_rto_init, profile.mp_rto_max) - 10}",
+                &b
+            ),
             Ok(15990)
         );
         assert_eq!(eval("${max(3, (1 + 1) * 2)}", &b), Ok(4));

@@ -194,11 +194,7 @@ impl Test<'_> {
                 "not matching expect_none: ignored".into(),
             );
         }
-        self.record(
-            "expect_none",
-            true,
-            format!("nothing in {within_us} µs"),
-        );
+        self.record("expect_none", true, format!("nothing in {within_us} µs"));
         Ok(())
     }
 
