@@ -245,10 +245,16 @@ mod tests {
         assert_eq!((v["mp_rto_init"], v["mp_rto_max"]), (2000, 16000));
         map.insert("mp_rto_max".into(), 1500.into());
         let e = mp_local_values(&map).unwrap_err();
-        assert!(e.contains("mp_rto_min (2000) is above mp_rto_max (1500)"), "{e}");
+        assert!(
+            e.contains("mp_rto_min (2000) is above mp_rto_max (1500)"),
+            "{e}"
+        );
         let mut map = Map::new();
         map.insert("mp_retire_hold".into(), 100_000.into());
-        assert_eq!(mp_local_values(&map).unwrap()["mp_retire_hold_max"], 100_000);
+        assert_eq!(
+            mp_local_values(&map).unwrap()["mp_retire_hold_max"],
+            100_000
+        );
     }
 
     #[test]
