@@ -89,6 +89,16 @@ pub fn profile(info: &DevInfo) -> CapabilityProfile {
         mp_max_staged_bytes: 0,
         cm: false,
         host_big_endian: cfg!(target_endian = "big"),
+        // No MP: no MP local constants to declare.
+        mp_reorder_threshold: None,
+        mp_ack_coalesce_time: None,
+        mp_ack_prompt_max: None,
+        mp_rto_init: None,
+        mp_rto_min: None,
+        mp_rto_max: None,
+        mp_retire_hold: None,
+        mp_retire_hold_max: None,
+        mp_cwnd_max: None,
     }
 }
 

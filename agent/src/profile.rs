@@ -50,4 +50,24 @@ pub struct CapabilityProfile {
     /// The host stores 64-bit integers big-endian (SPEC §6.16, MR-ATOM-6).
     #[serde(default)]
     pub host_big_endian: bool,
+    // The MP local constants of SPEC §10.3 that §2 lets a profile declare
+    // (µs, PSNs or bytes, as §10.3); absent: the §10.3 default (MR-PICS-1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_reorder_threshold: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_ack_coalesce_time: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_ack_prompt_max: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_rto_init: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_rto_min: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_rto_max: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_retire_hold: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_retire_hold_max: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_cwnd_max: Option<u64>,
 }

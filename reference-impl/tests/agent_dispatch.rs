@@ -56,6 +56,16 @@ fn hello_reports_version_profile_addresses_limits() {
         "mp_max_staged_bytes",
         "cm",
         "host_big_endian",
+        // The MP local constants it uses (SPEC §2, §10.3 units).
+        "mp_reorder_threshold",
+        "mp_ack_coalesce_time",
+        "mp_ack_prompt_max",
+        "mp_rto_init",
+        "mp_rto_min",
+        "mp_rto_max",
+        "mp_retire_hold",
+        "mp_retire_hold_max",
+        "mp_cwnd_max",
     ];
     assert_eq!(profile.len(), keys.len());
     for k in keys {
@@ -63,6 +73,8 @@ fn hello_reports_version_profile_addresses_limits() {
     }
     assert_eq!(v["profile"]["max_pmtu"], 4096);
     assert_eq!(v["profile"]["cnp_pacing_scope"], "qp");
+    assert_eq!(v["profile"]["mp_rto_init"], 1000);
+    assert_eq!(v["profile"]["mp_retire_hold"], 500);
     assert_eq!(v["limits"]["max_line"], MAX_LINE);
     assert_eq!(v["ops"].as_array().unwrap().len(), OPS.len());
 }

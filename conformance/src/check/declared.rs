@@ -2,6 +2,7 @@
 //! SPEC §2 keys) declares that `metaroce check --profile` judges against,
 //! instead of learning it from the traffic.
 
+use crate::run::profile_keys::MP_LOCAL;
 use metaroce_spec::model::mp::MpConfig;
 use metaroce_spec::model::responder::Features;
 
@@ -94,20 +95,20 @@ impl Declared {
                 }
             },
         };
+        // The MP local constants of SPEC §2 / §10.3, with the ranges of
+        // `profile_keys::MP_LOCAL` (their one home).
+        let local = |key: &str| -> Result<Option<u64>, String> {
+            let c = MP_LOCAL
+                .iter()
+                .find(|c| c.key == key)
+                .ok_or_else(|| format!("{key}: not an MP local constant of SPEC §2"))?;
+            int(key, c.min, c.max, &format!(" {} (SPEC §10.3)", c.unit))
+        };
         let mp_params = MpParams {
-            reorder_threshold: int("mp_reorder_threshold", 1, 64, " PSNs (SPEC §10.3)")?
-                .map(|k| k as u32),
-            rto_min_ns: int("mp_rto_min", 10, 10_000, " µs (SPEC §10.3)")?.map(|us| us * 1_000),
-            ack_prompt_max_ns: int("mp_ack_prompt_max", 1, 50, " µs (SPEC §10.3)")?
-                .map(|us| us * 1_000),
-            // At least one PMTU: the PMTU in use is not known here, so
-            // the smallest (256) is the lower bound.
-            cwnd_max: int(
-                "mp_cwnd_max",
-                256,
-                67_108_864,
-                " bytes (1 PMTU–67108864, SPEC §10.3)",
-            )?,
+            reorder_threshold: local("mp_reorder_threshold")?.map(|k| k as u32),
+            rto_min_ns: local("mp_rto_min")?.map(|us| us * 1_000),
+            ack_prompt_max_ns: local("mp_ack_prompt_max")?.map(|us| us * 1_000),
+            cwnd_max: local("mp_cwnd_max")?,
         };
         let credits = flag("credits")?;
         features.credits = credits.unwrap_or(false);

@@ -111,7 +111,7 @@ pub fn expect_no_response(offsets: &[u32]) -> Step {
         ("bth.psn".to_string(), any(psns)),
     ]);
     Step::ExpectNone(crate::vector::model::ExpectNoneStep {
-        within_us: 500,
+        within_us: Num::Int(500),
         lower_bound: false,
         fields,
         requirement: Some("MR-SEC-6".into()),

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Reads a capability profile: a YAML mapping of SPEC §2 keys to values.
+/// A key SPEC §2 does not list, or an MP local constant outside its §10.3
+/// range, is an error naming the key and the file.
 pub fn load_profile(file: &Path) -> Result<Map<String, Value>, LoadError> {
     let text = std::fs::read_to_string(file).map_err(|e| LoadError {
         file: file.to_path_buf(),
@@ -22,7 +24,7 @@ pub fn load_profile(file: &Path) -> Result<Map<String, Value>, LoadError> {
         message: e.to_string(),
     })?;
     let map: BTreeMap<String, ProfileValue> = parse_yaml(file, &text)?;
-    Ok(map
+    let map: Map<String, Value> = map
         .into_iter()
         .map(|(k, v)| {
             let v = match v {
@@ -32,7 +34,14 @@ pub fn load_profile(file: &Path) -> Result<Map<String, Value>, LoadError> {
             };
             (k, v)
         })
-        .collect())
+        .collect();
+    super::profile_keys::check_keys(&map).map_err(|message| LoadError {
+        file: file.to_path_buf(),
+        line: None,
+        column: None,
+        message,
+    })?;
+    Ok(map)
 }
 
 #[derive(Deserialize)]

@@ -7,6 +7,7 @@
 //! - [`packet`], [`matching`], [`context`]: building stimuli, judging what comes back;
 //! - [`budget`]: how much one test may cost (events, wall clock);
 //! - [`capability`]: the IUT's capability profile and the expectations file;
+//! - [`profile_keys`]: the keys of a profile, and the MP local constants vectors use;
 //! - [`verdict`]: verdicts and test results;
 //! - [`zoo`]: the suite against every bug-zoo mutant of the reference transport (the catch table).
 
@@ -17,6 +18,7 @@ pub mod context;
 pub mod iut;
 pub mod matching;
 pub mod packet;
+pub mod profile_keys;
 pub mod session;
 pub mod verdict;
 pub mod zoo;
@@ -27,6 +29,8 @@ mod livelock_tests;
 mod margin_tests;
 
 use crate::vector::VectorSet;
+use crate::vector::expr::{self, Bindings};
+use crate::vector::model::{Num, Vector};
 use capability::Expectations;
 use iut::{Endpoint, Iut, IutError};
 use serde_json::{Map, Value, json};
@@ -185,6 +189,21 @@ pub fn retry_margin_ns(calibrated_ns: u64, attempt: usize, max_margin_us: Option
     }
 }
 
+/// A vector's `max_margin_us` for the IUT whose declared MP local
+/// constants are bound in `declared` (`${profile.KEY}`).
+///
+/// # Errors
+/// The expression has no value (the message names the vector's key).
+pub fn max_margin_us(v: &Vector, declared: &Bindings) -> Result<Option<u64>, String> {
+    match &v.max_margin_us {
+        None => Ok(None),
+        Some(Num::Int(us)) => Ok(Some(*us)),
+        Some(Num::Expr(text)) => expr::eval(text, declared)
+            .map(Some)
+            .map_err(|e| format!("max_margin_us: {e}")),
+    }
+}
+
 /// Runs the suite. `progress` is called after each test with (done, total, result).
 pub fn run_suite(
     set: &VectorSet,
@@ -198,6 +217,9 @@ pub fn run_suite(
     for (k, v) in &options.profile_override {
         profile.insert(k.clone(), v.clone());
     }
+    // `max_margin_us` may follow the IUT's declared timers.
+    let declared = profile_keys::bindings(&profile)
+        .map_err(|e| IutError(format!("capability profile: {e}")))?;
     let (margin_ns, margin) = if iut.virtual_time() {
         (0, "none (virtual time)".to_string())
     } else if let Some(m) = options.margin_ns {
@@ -231,9 +253,17 @@ pub fn run_suite(
             continue;
         }
         let missing = missing_capabilities(v, &profile);
-        let too_slow = v
-            .max_margin_us
-            .filter(|&us| margin_ns > us.saturating_mul(1_000));
+        let max_margin_us = match max_margin_us(v, &declared) {
+            Ok(m) => m,
+            Err(e) => {
+                let mut result = session::inconclusive(v, &rel(&loaded.file), e);
+                result.verdict = Verdict::Error;
+                tests.push(result);
+                progress(tests.len(), total, &tests[tests.len() - 1]);
+                continue;
+            }
+        };
+        let too_slow = max_margin_us.filter(|&us| margin_ns > us.saturating_mul(1_000));
         let mut result = if let Some(us) = too_slow {
             session::inconclusive(
                 v,
@@ -265,7 +295,7 @@ pub fn run_suite(
                 let bed = TestBed {
                     profile: profile.clone(),
                     iut: iut_addr,
-                    margin_ns: retry_margin_ns(margin_ns, attempt, v.max_margin_us),
+                    margin_ns: retry_margin_ns(margin_ns, attempt, max_margin_us),
                     seed,
                     canaries,
                     stale_qpns: stale_qpns.clone(),

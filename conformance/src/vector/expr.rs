@@ -3,8 +3,10 @@
 //!
 //! Grammar: `expr := sum ('^' sum)*` (`^` is exclusive or), `sum := term
 //! (('+' | '-') term)*`, `term := atom (('*' | '/' | '%') atom)*`,
-//! `atom := NUMBER | NAME | '(' expr ')'`, NUMBER decimal or `0x` hex, NAME
-//! letters, digits, `_` and `.`. Arithmetic wraps modulo 2^64; fields that
+//! `atom := NUMBER | NAME | FUNC '(' expr ',' expr ')' | '(' expr ')'`,
+//! NUMBER decimal or `0x` hex, NAME letters, digits, `_` and `.`, FUNC `min`
+//! or `max` (for windows that follow the smaller or larger of two declared
+//! timers). Arithmetic wraps modulo 2^64; fields that
 //! are sequence numbers take the result modulo 2^24, every other field must
 //! hold it as it is.
 
@@ -100,8 +102,9 @@ pub fn names(text: &str) -> Result<Vec<String>, ExprError> {
     })?;
     let names: Vec<String> = tokens
         .iter()
-        .filter_map(|t| match t {
-            Token::Name(n) => Some(n.clone()),
+        .enumerate()
+        .filter_map(|(i, t)| match t {
+            Token::Name(n) if !is_call(&tokens, i) => Some(n.clone()),
             _ => None,
         })
         .collect();
@@ -112,6 +115,15 @@ pub fn names(text: &str) -> Result<Vec<String>, ExprError> {
     }
     eval(text, &zero)?;
     Ok(names)
+}
+
+/// The functions an expression may call, each with two arguments.
+const FUNCTIONS: [&str; 2] = ["min", "max"];
+
+/// Whether the name at `i` is a function called there (`min(`, `max(`).
+fn is_call(tokens: &[Token], i: usize) -> bool {
+    matches!(&tokens[i], Token::Name(n) if FUNCTIONS.contains(&n.as_str()))
+        && tokens.get(i + 1) == Some(&Token::Op('('))
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -139,7 +151,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
         let c = chars[i];
         if c.is_whitespace() {
             i += 1;
-        } else if "+-*/%^()".contains(c) {
+        } else if "+-*/%^(),".contains(c) {
             tokens.push(Token::Op(c));
             i += 1;
         } else if c.is_ascii_digit() {
@@ -234,6 +246,7 @@ impl Parser<'_> {
         self.pos += 1;
         match token {
             Token::Num(n) => Ok(*n),
+            Token::Name(_) if is_call(self.tokens, self.pos - 1) => self.call(depth),
             Token::Name(name) => self
                 .bindings
                 .get(name)
@@ -253,6 +266,26 @@ impl Parser<'_> {
             }
             Token::Op(c) => Err(format!("unexpected `{c}`")),
         }
+    }
+
+    /// `min(a, b)` or `max(a, b)`; the name has been taken, `(` is next.
+    fn call(&mut self, depth: usize) -> Result<u64, String> {
+        if depth >= MAX_DEPTH {
+            return Err("parentheses nested too deep".into());
+        }
+        let is_min = self.tokens[self.pos - 1] == Token::Name("min".into());
+        self.pos += 1; // `(`
+        let a = self.expr_at(depth + 1)?;
+        if self.tokens.get(self.pos) != Some(&Token::Op(',')) {
+            return Err("`min` and `max` take two arguments: missing `,`".into());
+        }
+        self.pos += 1;
+        let b = self.expr_at(depth + 1)?;
+        if self.tokens.get(self.pos) != Some(&Token::Op(')')) {
+            return Err("missing `)`".into());
+        }
+        self.pos += 1;
+        Ok(if is_min { a.min(b) } else { a.max(b) })
     }
 }
 
@@ -290,5 +323,37 @@ mod tests {
         assert!(eval("${1 & 2}", &b()).is_err());
         let deep = format!("${{{}1{}}}", "(".repeat(100), ")".repeat(100));
         assert!(eval(&deep, &b()).is_err());
+        assert!(eval("${min(1)}", &b()).is_err());
+        assert!(eval("${min(1, 2, 3)}", &b()).is_err());
+        assert!(eval("${1, 2}", &b()).is_err());
+        let e = eval("${min + 1}", &b()).unwrap_err();
+        assert!(e.reason.contains("unknown name `min`"), "{e}");
+    }
+
+    #[test]
+    fn min_and_max() {
+        let mut b = b();
+        b.set("profile.mp_rto_init", 1000);
+        b.set("profile.mp_rto_max", 16000);
+        assert_eq!(
+            eval(
+                "${min(2 * profile.mp_rto_init, profile.mp_rto_max) - 10}",
+                &b
+            ),
+            Ok(1990)
+        );
+        b.set("profile.mp_rto_init", 10000);
+        assert_eq!(
+            eval(
+                "${min(2 * profile.mp_rto_init, profile.mp_rto_max) - 10}",
+                &b
+            ),
+            Ok(15990)
+        );
+        assert_eq!(eval("${max(3, (1 + 1) * 2)}", &b), Ok(4));
+        assert_eq!(
+            names("${min(profile.mp_rto_init, psn) / 10}"),
+            Ok(vec!["profile.mp_rto_init".to_string(), "psn".to_string()])
+        );
     }
 }

@@ -347,7 +347,22 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
             v.setup.qp.state
         ));
     }
+    // `${profile.KEY}`: the IUT's MP local constants (SPEC §2, §10.3).
+    let declared: BTreeSet<String> = crate::run::profile_keys::MP_LOCAL
+        .iter()
+        .map(|c| format!("{}{}", crate::run::profile_keys::NAME_PREFIX, c.key))
+        .collect();
+    if let Some(Num::Expr(text)) = &v.max_margin_us {
+        for name in expr::names(text).map_err(|e| format!("max_margin_us: {e}"))? {
+            if !declared.contains(&name) {
+                return Err(format!(
+                    "max_margin_us: `{text}` uses `{name}`; it may use only the profile's MP local constants (`profile.mp_rto_init`, ...)"
+                ));
+            }
+        }
+    }
     let mut names: BTreeSet<String> = FIXED_NAMES.iter().map(|s| s.to_string()).collect();
+    names.extend(declared);
     // An MP QP's entropy set, as query_qp reports it: `iut.ev0` .. `iut.ev{N-1}`.
     if v.profile == super::model::Profile::Mp {
         let n = v.setup.qp.mp.as_ref().map_or(8, |m| m.entropy_set_size);
@@ -390,6 +405,16 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
     };
     for (i, step) in v.steps.iter().enumerate() {
         let at = format!("steps[{i}]");
+        let window = match step {
+            Step::Expect(s) => Some(&s.within_us),
+            Step::ExpectNone(s) => Some(&s.within_us),
+            Step::Wait(s) | Step::ExpectNoCompletion(s) => Some(&s.within_us),
+            Step::ExpectCompletion(s) => Some(&s.within_us),
+            _ => None,
+        };
+        if let Some(w) = window {
+            check_num(w, &names, &format!("{at}.within_us"))?;
+        }
         match step {
             Step::Send(s) => {
                 if let super::model::OpcodeRef::Name(name) = &s.opcode {

@@ -35,9 +35,12 @@ pub struct Vector {
     /// means something: for tests that race an IUT's timers of about this
     /// size (MP RTO, ACK delay). On a live IUT whose calibrated margin is
     /// larger, the verdict is INCONC (the test bed cannot answer in time),
-    /// never a FAIL blamed on the IUT. Virtual time always qualifies.
+    /// never a FAIL blamed on the IUT. Virtual time always qualifies. A
+    /// number, or an expression over the IUT's declared MP local constants
+    /// only (`"${profile.mp_rto_init / 10}"`), so a test scales with the
+    /// timers the IUT declares.
     #[serde(default)]
-    pub max_margin_us: Option<u64>,
+    pub max_margin_us: Option<Num>,
     /// Objects created on the IUT before the steps.
     #[serde(default)]
     pub setup: Setup,
@@ -451,9 +454,10 @@ pub struct Corruption {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectStep {
-    /// The window in microseconds from the step's start (plus the live margin).
+    /// The window in microseconds from the step's start (plus the live
+    /// margin): a number or an expression (`"${profile.mp_rto_init + 30}"`).
     #[serde(default = "default_window_us")]
-    pub within_us: u64,
+    pub within_us: Num,
     /// Field matchers against the packet as `metaroce decode --format jsonl`
     /// shows it (`bth.opcode_name`, `bth.psn`, `aeth.syndrome`, ...). Extra keys:
     /// `payload` (hex of the payload), `syndrome` (`ack`, `rnr`, `nak_seq`,
@@ -481,8 +485,8 @@ pub struct ExpectStep {
     pub requirement: Option<String>,
 }
 
-fn default_window_us() -> u64 {
-    2_000
+fn default_window_us() -> Num {
+    Num::Int(2_000)
 }
 
 /// A window in which nothing (matching) may arrive.
@@ -491,7 +495,7 @@ fn default_window_us() -> u64 {
 pub struct ExpectNoneStep {
     /// Window length in microseconds.
     #[serde(default = "default_window_us")]
-    pub within_us: u64,
+    pub within_us: Num,
     /// The window bounds a timer from below ("no retransmission before T"):
     /// on a live IUT it shrinks by the margin (a late packet only looks
     /// later, never earlier), and when the margin swallows it the verdict is
@@ -513,7 +517,7 @@ pub struct ExpectNoneStep {
 pub struct WindowStep {
     /// Microseconds.
     #[serde(default = "default_window_us")]
-    pub within_us: u64,
+    pub within_us: Num,
 }
 
 /// A field matcher: a value (number, expression, boolean or string), or a
@@ -629,7 +633,7 @@ pub struct UdDest {
 pub struct CompletionStep {
     /// Window in microseconds.
     #[serde(default = "default_window_us")]
-    pub within_us: u64,
+    pub within_us: Num,
     /// Matchers on the completion's fields as the agent reports them
     /// (`wr_id`, `status`, `status_name`, `opcode`, `byte_len`, `imm`,
     /// `invalidated_rkey`, `src_qp`, `qpn`).

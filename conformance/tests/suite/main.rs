@@ -7,6 +7,7 @@
 
 mod install_cli;
 mod interop;
+mod profile_timers;
 mod runner;
 mod spec_site;
 mod traceability;

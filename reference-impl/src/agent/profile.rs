@@ -1,6 +1,7 @@
 //! The reference transport's own capability profile (SPEC §2).
 
 use crate::DeviceConfig;
+use crate::MpTuning;
 use crate::mp::config::{ENTROPY_SET_MAX, WINDOW_MAX};
 use metaroce_agent::CapabilityProfile;
 
@@ -18,6 +19,10 @@ use metaroce_agent::CapabilityProfile;
 /// of at most PMTU bytes, so the largest window at the largest PMTU is
 /// declared.
 pub fn reference_profile(cfg: &DeviceConfig) -> CapabilityProfile {
+    // The MP local constants every MP QP of the agent uses (`MpTuning`'s
+    // defaults; `modify_qp` may set only `mp_reorder_threshold` per QP).
+    let t = MpTuning::default();
+    let us = |ns: u64| ns / 1_000;
     CapabilityProfile {
         rc: true,
         uc: false,
@@ -51,5 +56,16 @@ pub fn reference_profile(cfg: &DeviceConfig) -> CapabilityProfile {
         mp_max_staged_bytes: u64::from(WINDOW_MAX) * u64::from(cfg.max_pmtu),
         cm: false,
         host_big_endian: cfg!(target_endian = "big"),
+        mp_reorder_threshold: Some(u64::from(t.reorder_threshold)),
+        mp_ack_coalesce_time: Some(us(t.ack_coalesce_time_ns)),
+        // A prompt ACK leaves while the packet that owes it is handled
+        // (no delay of its own): within the §10.3 default bound.
+        mp_ack_prompt_max: Some(4),
+        mp_rto_init: Some(us(t.rto_init_ns)),
+        mp_rto_min: Some(us(t.rto_min_ns)),
+        mp_rto_max: Some(us(t.rto_max_ns)),
+        mp_retire_hold: Some(us(t.retire_hold_ns)),
+        mp_retire_hold_max: Some(us(t.retire_hold_max_ns)),
+        mp_cwnd_max: Some(t.cwnd_max),
     }
 }

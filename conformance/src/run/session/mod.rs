@@ -21,6 +21,10 @@ mod observe;
 mod setup;
 mod steps;
 
+/// The longest window a step may have (µs): §10.3's longest timer,
+/// `mp_retire_hold_max` (10 s), with room for a few of them.
+const MAX_WINDOW_US: u64 = 60_000_000;
+
 /// Why a test stopped early.
 enum Stop {
     /// The IUT broke the step's requirement.
@@ -286,6 +290,18 @@ impl Test<'_> {
             ok,
             detail,
         });
+    }
+
+    /// A step's window in µs: its number, or its expression evaluated with
+    /// the names bound so far (`${profile.mp_rto_init}` among them).
+    fn window_us(&self, within: &crate::vector::model::Num) -> Result<u64, Stop> {
+        let us = num(within, self.ctx()).map_err(|e| Stop::Error(format!("within_us: {e}")))?;
+        if us > MAX_WINDOW_US {
+            return Err(Stop::Error(format!(
+                "within_us: {us} µs is more than the {MAX_WINDOW_US} µs a window may last"
+            )));
+        }
+        Ok(us)
     }
 
     fn deadline(&self, within_us: u64) -> u64 {

@@ -57,7 +57,8 @@ impl Test<'_> {
     }
 
     pub(super) fn expect(&mut self, e: &ExpectStep) -> Result<(), Stop> {
-        let deadline = self.deadline(e.within_us);
+        let within_us = self.window_us(&e.within_us)?;
+        let deadline = self.deadline(within_us);
         let count = e.count.unwrap_or(1).max(1);
         for n in 0..count {
             let mut skipped = 0u32;
@@ -72,7 +73,7 @@ impl Test<'_> {
                         } else {
                             String::new()
                         },
-                        self.window_text(e.within_us)
+                        self.window_text(within_us)
                     );
                     self.record("expect", false, reason.clone());
                     return Err(self.fail(&e.requirement, reason));
@@ -134,6 +135,7 @@ impl Test<'_> {
     }
 
     pub(super) fn expect_none(&mut self, e: &ExpectNoneStep) -> Result<(), Stop> {
+        let within_us = self.window_us(&e.within_us)?;
         // A quiet window that bounds a timer from below shrinks on a live
         // IUT by the margin (delays only make packets look later); one that
         // says "never answered" grows by it, so a delayed answer is still
@@ -146,12 +148,11 @@ impl Test<'_> {
             .anchor_ns
             .filter(|_| e.lower_bound)
             .map_or_else(|| self.iut.now_ns(), |a| a.min(self.iut.now_ns()));
-        let window = e.within_us.saturating_mul(1_000);
+        let window = within_us.saturating_mul(1_000);
         let deadline = if e.lower_bound {
             if !self.iut.virtual_time() && window <= self.bed.margin_ns {
                 return Err(Stop::Inconc(format!(
-                    "a {} µs lower bound on a timer cannot be judged on this test bed (window margin {} µs)",
-                    e.within_us,
+                    "a {within_us} µs lower bound on a timer cannot be judged on this test bed (window margin {} µs)",
                     self.bed.margin_ns / 1_000
                 )));
             }
@@ -164,7 +165,7 @@ impl Test<'_> {
                     },
             )
         } else {
-            self.deadline(e.within_us)
+            self.deadline(within_us)
         };
         while let Some((o, view)) = self.next_frame(deadline)? {
             if e.lower_bound && o.at_ns >= deadline {
@@ -174,8 +175,7 @@ impl Test<'_> {
             }
             if e.fields.is_empty() || check_fields(&view, &e.fields, self.ctx()).is_ok() {
                 let reason = format!(
-                    "no packet may arrive within {} µs; got {}",
-                    e.within_us,
+                    "no packet may arrive within {within_us} µs; got {}",
                     summary(&view)
                 );
                 self.log(
@@ -194,18 +194,15 @@ impl Test<'_> {
                 "not matching expect_none: ignored".into(),
             );
         }
-        self.record(
-            "expect_none",
-            true,
-            format!("nothing in {} µs", e.within_us),
-        );
+        self.record("expect_none", true, format!("nothing in {within_us} µs"));
         Ok(())
     }
 
     pub(super) fn expect_completion(&mut self, c: &CompletionStep) -> Result<(), Stop> {
+        let within_us = self.window_us(&c.within_us)?;
         let ctx = self.ctx();
         let req = json!({"op": "poll_cq", "cq": ctx.cq, "max": 1,
-            "wait_ms": wait_ms(c.within_us * 1_000 + self.bed.margin_ns)});
+            "wait_ms": wait_ms(within_us * 1_000 + self.bed.margin_ns)});
         let reply = self.iut.agent(req)?;
         let map = agent_ok(reply, "poll_cq").map_err(Stop::Error)?;
         let got = map
@@ -216,7 +213,7 @@ impl Test<'_> {
         let Some(wc) = got else {
             let reason = format!(
                 "expected a completion, none within {}",
-                self.window_text(c.within_us)
+                self.window_text(within_us)
             );
             self.record("expect_completion", false, reason.clone());
             return Err(self.fail(&c.requirement, reason));

@@ -20,7 +20,10 @@ impl Test<'_> {
             "create_cq",
         )?;
         let mut mrs = BTreeMap::new();
-        let mut bindings = crate::vector::expr::Bindings::default();
+        // `${profile.KEY}`: the IUT's declared MP local constants (§10.3
+        // defaults where it declares none), for windows that follow them.
+        let mut bindings = crate::run::profile_keys::bindings(&self.bed.profile)
+            .map_err(|e| Stop::Error(format!("capability profile: {e}")))?;
         let mut other_pd = None;
         for mr in &v.setup.mrs {
             let mr_pd = if mr.other_pd {

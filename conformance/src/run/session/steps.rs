@@ -53,11 +53,12 @@ impl Test<'_> {
             Step::Expect(e) => self.expect(e),
             Step::ExpectNone(e) => self.expect_none(e),
             Step::Wait(w) => {
-                let deadline = self.deadline(w.within_us);
+                let within_us = self.window_us(&w.within_us)?;
+                let deadline = self.deadline(within_us);
                 while let Some(o) = self.iut.recv(deadline)? {
                     self.pending.push_back(o);
                 }
-                self.record("wait", true, format!("{} µs", w.within_us));
+                self.record("wait", true, format!("{within_us} µs"));
                 Ok(())
             }
             Step::PostSend(p) => self.post_send(p),
@@ -68,9 +69,10 @@ impl Test<'_> {
             }
             Step::ExpectCompletion(c) => self.expect_completion(c),
             Step::ExpectNoCompletion(w) => {
+                let within_us = self.window_us(&w.within_us)?;
                 let ctx = self.ctx();
                 let req = json!({"op": "poll_cq", "cq": ctx.cq, "max": 16,
-                    "wait_ms": wait_ms(w.within_us * 1_000 + self.bed.margin_ns)});
+                    "wait_ms": wait_ms(within_us * 1_000 + self.bed.margin_ns)});
                 let reply = self.iut.agent(req)?;
                 let map = agent_ok(reply, "poll_cq").map_err(Stop::Error)?;
                 let got = map
@@ -85,7 +87,7 @@ impl Test<'_> {
                     // MR-TMR: RETRY_EXC_ERR after retry_cnt retries).
                     let detail = format!(
                         "no completion caused by the step; {why} within {}",
-                        self.window_text(w.within_us)
+                        self.window_text(within_us)
                     );
                     self.gave_up = Some(format!("step {}: {detail}", self.step.unwrap_or(0)));
                     self.record("expect_no_completion", true, detail);
@@ -99,7 +101,7 @@ impl Test<'_> {
                 self.record(
                     "expect_no_completion",
                     true,
-                    format!("none in {} µs", w.within_us),
+                    format!("none in {within_us} µs"),
                 );
                 Ok(())
             }

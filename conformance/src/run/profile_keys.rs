@@ -1,0 +1,272 @@
+//! The keys of a capability profile (SPEC §2), and the MP local constants of
+//! SPEC §10.3 among them with their defaults and ranges: the names
+//! `${profile.KEY}` a vector may use (vectors/README.md), the values the
+//! runner binds to them, and the checks `--profile FILE` makes.
+
+use crate::vector::expr::Bindings;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// Every key of the SPEC §2 table, in its order. A profile file with any
+/// other key is rejected (a test compares this list with SPEC.md).
+pub const PROFILE_KEYS: &[&str] = &[
+    "rc",
+    "uc",
+    "ud",
+    "atomics",
+    "flush",
+    "atomic_write",
+    "send_with_invalidate",
+    "invalidate_reg_mr",
+    "immediate",
+    "ipv4",
+    "ipv6",
+    "vlan",
+    "sqd",
+    "max_pmtu",
+    "max_msg_size",
+    "max_rd_atomic",
+    "max_dest_rd_atomic",
+    "credits",
+    "cnp_generation",
+    "cnp_pacing_scope",
+    "dcqcn_reaction",
+    "udp_checksum_tx",
+    "counters",
+    "implementation_chosen_psn",
+    "mp",
+    "mp_entropy_set_max",
+    "mp_window_max",
+    "mp_trimming",
+    "mp_flow_label_entropy",
+    "mp_max_staged_bytes",
+    "mp_ordered_write",
+    "mp_resource_nak",
+    "mp_reorder_threshold",
+    "mp_ack_coalesce_time",
+    "mp_ack_prompt_max",
+    "mp_rto_init",
+    "mp_rto_min",
+    "mp_rto_max",
+    "mp_retire_hold",
+    "mp_retire_hold_max",
+    "mp_cwnd_max",
+    "cm",
+    "host_big_endian",
+];
+
+/// One MP local constant of SPEC §10.3 that a profile may declare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalConstant {
+    /// The §2 key, the §10.3 constant's name.
+    pub key: &'static str,
+    /// The §10.3 default, what an IUT that does not declare it is held to.
+    pub default: u64,
+    /// The smallest value §10.3 allows.
+    pub min: u64,
+    /// The largest value §10.3 allows.
+    pub max: u64,
+    /// The §10.3 unit (the value is in it, as in the §10.3 table).
+    pub unit: &'static str,
+}
+
+const fn local(
+    key: &'static str,
+    default: u64,
+    min: u64,
+    max: u64,
+    unit: &'static str,
+) -> LocalConstant {
+    LocalConstant {
+        key,
+        default,
+        min,
+        max,
+        unit,
+    }
+}
+
+/// The MP local constants of SPEC §10.3 that §2 lets a profile declare.
+/// `mp_rto_init` lies between `mp_rto_min` and `mp_rto_max`,
+/// and `mp_retire_hold_max` is at least `mp_retire_hold` ([`ORDERED`]).
+pub const MP_LOCAL: &[LocalConstant] = &[
+    local("mp_reorder_threshold", 32, 1, 64, "PSNs"),
+    local("mp_ack_coalesce_time", 8, 1, 64, "µs"),
+    local("mp_ack_prompt_max", 4, 1, 50, "µs"),
+    local("mp_rto_init", 1_000, 10, 1_000_000, "µs"),
+    local("mp_rto_min", 100, 10, 10_000, "µs"),
+    local("mp_rto_max", 16_000, 1_000, 1_000_000, "µs"),
+    local("mp_retire_hold", 500, 10, 1_000_000, "µs"),
+    local("mp_retire_hold_max", 64_000, 10, 10_000_000, "µs"),
+    // At least one PMTU: the PMTU is not known here, so the smallest.
+    local("mp_cwnd_max", 786_432, 256, 67_108_864, "bytes"),
+];
+
+/// Pairs (smaller, larger) of §10.3 whose values must be ordered.
+pub const ORDERED: &[(&str, &str)] = &[
+    ("mp_rto_min", "mp_rto_max"),
+    ("mp_rto_min", "mp_rto_init"),
+    ("mp_rto_init", "mp_rto_max"),
+    ("mp_retire_hold", "mp_retire_hold_max"),
+];
+
+/// The prefix of the names vectors use for these constants.
+pub const NAME_PREFIX: &str = "profile.";
+
+/// The value of every MP local constant for the profile `map`: the declared
+/// one, else the §10.3 default.
+///
+/// # Errors
+/// A declared value that is not an integer within its §10.3 range, or two
+/// declared values out of the order §10.3 requires. The message names the
+/// key. An undeclared constant that the declared ones leave out of order
+/// takes the nearest value in order (`mp_rto_min: 2000` alone makes
+/// `mp_rto_init` 2000).
+pub fn mp_local_values(map: &Map<String, Value>) -> Result<BTreeMap<&'static str, u64>, String> {
+    let mut values = BTreeMap::new();
+    for c in MP_LOCAL {
+        let v = match map.get(c.key) {
+            None => c.default,
+            Some(v) => match v.as_u64() {
+                Some(n) if (c.min..=c.max).contains(&n) => n,
+                _ => {
+                    return Err(format!(
+                        "{}: {v} is outside {}..={} {} (SPEC §10.3)",
+                        c.key, c.min, c.max, c.unit
+                    ));
+                }
+            },
+        };
+        values.insert(c.key, v);
+    }
+    for &(lo, hi) in ORDERED {
+        let (a, b) = (values[lo], values[hi]);
+        if a <= b {
+            continue;
+        }
+        // An undeclared constant takes its default moved into the range
+        // the declared ones leave (`mp_rto_min: 2000` alone makes
+        // `mp_rto_init` 2000); two declared values out of order are wrong.
+        match (map.contains_key(lo), map.contains_key(hi)) {
+            (true, true) => {
+                return Err(format!(
+                    "{lo} ({a}) is above {hi} ({b}); SPEC §10.3 wants {lo} ≤ {hi}"
+                ));
+            }
+            (false, _) => {
+                values.insert(lo, b);
+            }
+            (true, false) => {
+                values.insert(hi, a);
+            }
+        }
+    }
+    Ok(values)
+}
+
+/// The names `profile.KEY` of every MP local constant, bound to its value
+/// for the profile `map` (see [`mp_local_values`]).
+///
+/// # Errors
+/// As [`mp_local_values`].
+pub fn bindings(map: &Map<String, Value>) -> Result<Bindings, String> {
+    let mut b = Bindings::default();
+    for (k, v) in mp_local_values(map)? {
+        b.set(format!("{NAME_PREFIX}{k}"), v);
+    }
+    Ok(b)
+}
+
+/// Checks the keys of a profile: each must be a key of SPEC §2, and the MP
+/// local constants must hold (see [`mp_local_values`]).
+///
+/// # Errors
+/// The first key that SPEC §2 does not list, or a bad MP local constant.
+pub fn check_keys(map: &Map<String, Value>) -> Result<(), String> {
+    if let Some(k) = map.keys().find(|k| !PROFILE_KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "`{k}` is not a capability-profile key of SPEC §2 (the keys are listed in spec-model/SPEC.md §2)"
+        ));
+    }
+    mp_local_values(map).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_keys() -> Vec<String> {
+        let spec = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../spec-model/SPEC.md"
+        ))
+        .expect("SPEC.md");
+        let start = spec.find("## 2. Capability profile").expect("§2");
+        let section = &spec[start..];
+        let end = section.find("\n## 3.").expect("§3");
+        section[..end]
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn the_keys_are_those_of_spec_section_2() {
+        let want = spec_keys();
+        assert!(want.len() > 30, "{want:?}");
+        assert_eq!(PROFILE_KEYS, want.as_slice());
+        for c in MP_LOCAL {
+            assert!(PROFILE_KEYS.contains(&c.key), "{}", c.key);
+            assert!((c.min..=c.max).contains(&c.default), "{}", c.key);
+        }
+    }
+
+    #[test]
+    fn defaults_unless_declared_and_ranges_checked() {
+        let mut map = Map::new();
+        let v = mp_local_values(&map).unwrap();
+        assert_eq!(v["mp_rto_init"], 1000);
+        assert_eq!(v["mp_retire_hold"], 500);
+        map.insert("mp_rto_init".into(), 5000.into());
+        assert_eq!(mp_local_values(&map).unwrap()["mp_rto_init"], 5000);
+        map.insert("mp_rto_init".into(), 5.into());
+        let e = mp_local_values(&map).unwrap_err();
+        assert!(
+            e.contains("mp_rto_init") && e.contains("10..=1000000"),
+            "{e}"
+        );
+        map.insert("mp_rto_init".into(), "fast".into());
+        assert!(mp_local_values(&map).unwrap_err().contains("mp_rto_init"));
+        let mut map = Map::new();
+        map.insert("mp_rto_min".into(), 2000.into());
+        let v = mp_local_values(&map).unwrap();
+        assert_eq!((v["mp_rto_init"], v["mp_rto_max"]), (2000, 16000));
+        map.insert("mp_rto_max".into(), 1500.into());
+        let e = mp_local_values(&map).unwrap_err();
+        assert!(
+            e.contains("mp_rto_min (2000) is above mp_rto_max (1500)"),
+            "{e}"
+        );
+        let mut map = Map::new();
+        map.insert("mp_retire_hold".into(), 100_000.into());
+        assert_eq!(
+            mp_local_values(&map).unwrap()["mp_retire_hold_max"],
+            100_000
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let mut map = Map::new();
+        map.insert("mp".into(), true.into());
+        assert_eq!(check_keys(&map), Ok(()));
+        map.insert("mp_rto_initial".into(), 1000.into());
+        let e = check_keys(&map).unwrap_err();
+        assert!(
+            e.contains("`mp_rto_initial` is not a capability-profile key"),
+            "{e}"
+        );
+    }
+}
