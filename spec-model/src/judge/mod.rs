@@ -54,6 +54,7 @@ mod cnp;
 mod connection;
 mod expect;
 mod mp_read;
+mod rd_atomic;
 mod response;
 
 #[cfg(test)]
@@ -64,6 +65,7 @@ pub use cnp::{MAX_MP_QPS, MAX_SLOTS};
 pub use connection::{Behaviour, ConnectionKey, ConnectionSummary};
 pub use expect::{MAX_LOOSE, MAX_PENDING};
 pub use mp_read::MAX_READS;
+pub use rd_atomic::{Limit, LimitSource, MAX_CANDIDATES, MAX_TRACKED, RdLimits};
 
 use crate::Finding;
 use crate::model::congestion::np::NpParams;
@@ -115,6 +117,11 @@ pub struct ConversationConfig {
     /// judges check (retransmission timeouts, RNR waits, MP loss by time,
     /// CNP delay and pacing) is widened by this much on each side.
     pub tolerance_ns: u64,
+    /// The limits on outstanding RDMA-resource operations a capability
+    /// profile declares; a connection whose RDMA-CM setup is in the capture
+    /// is held to the Responder Resources its peer announced instead
+    /// (MR-CM-4; see `rd_atomic.rs`).
+    pub rd_limits: RdLimits,
     /// How long an Acknowledge may be captured before the request it
     /// acknowledges (a capture point that records the two directions
     /// apart): within it the two are judged in their sent order, and the
@@ -145,6 +152,7 @@ impl Default for ConversationConfig {
             lossy: false,
             ack_delay_ns: 64_000,
             tolerance_ns: 0,
+            rd_limits: RdLimits::default(),
             reorder_ns: 50_000,
             idle_ns: 10_000_000_000,
             mp: MpConfig {

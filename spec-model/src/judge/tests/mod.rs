@@ -10,6 +10,7 @@ mod cnp;
 mod deferred;
 mod evict;
 mod mp;
+mod rd_atomic;
 
 use super::*;
 use metaroce_codec::ext::{AethRepr, ExtHeaders, RethRepr, Syndrome};
