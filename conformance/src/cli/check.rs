@@ -287,6 +287,7 @@ impl CheckArgs {
                 np: (!self.no_cnp && declared.cnp_generation != Some(false)).then_some(np),
                 credits: declared.credits,
                 features: declared.features.unwrap_or(Features::ALL),
+                rd_limits: declared.rd_limits,
                 ..ConversationConfig::default()
             };
             declared.apply_mp(&mut cfg.mp, self.pmtu);
