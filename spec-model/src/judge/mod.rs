@@ -29,6 +29,12 @@
 //! READ Responses are checked against their READ requests (MSN, read
 //! length and, with the PMTU known, PSN: MR-MPR-1; see `mp_read.rs`).
 //!
+//! A Base connection with a limit on outstanding RDMA-resource operations
+//! (the Responder Resources of its RDMA-CM setup, MR-CM-4, or a profile's
+//! [`RdLimits`], MR-REQ-7) counts its requester's READs, atomics, FLUSHes
+//! and ATOMIC WRITEs against it, every doubt counting for the requester
+//! (see `rd_atomic.rs`).
+//!
 //! CE marks and CNPs go to the CNP judge (`cnp.rs`, MR-CNP-1, MR-CNP-2,
 //! MR-CNP-6) when [`ConversationConfig::np`] declares CNP generation.
 //!
