@@ -177,6 +177,9 @@ pub(crate) struct Connection {
     /// Its requester's outstanding RDMA-resource operations (MR-CM-4,
     /// MR-REQ-7), from its first one when it has a limit.
     rd: Option<Box<RdAtomic>>,
+    /// Its recent WRITE, READ and atomic requests, for the shadow memory
+    /// (empty unless the judge keeps one).
+    pub mem: super::shadow::Messages,
 }
 
 /// Most findings withheld per connection while a gap is unexplained; beyond
@@ -283,6 +286,7 @@ impl Connection {
             dropped: None,
             verdicts: Vec::new(),
             rd: None,
+            mem: super::shadow::Messages::default(),
         }
     }
 

@@ -11,6 +11,7 @@ mod deferred;
 mod evict;
 mod mp;
 mod rd_atomic;
+mod shadow;
 
 use super::*;
 use metaroce_codec::ext::{AethRepr, ExtHeaders, RethRepr, Syndrome};
