@@ -179,12 +179,12 @@ mod tests {
         .unwrap();
         assert_eq!(d.max_pmtu, Some(2048));
         assert_eq!(d.rd_limits, RdLimits::default());
-        let d = Declared::from_profile(&profile(json!({
+        let rd = Declared::from_profile(&profile(json!({
             "max_rd_atomic": 16, "max_dest_rd_atomic": 8,
         })))
         .unwrap();
         assert_eq!(
-            d.rd_limits,
+            rd.rd_limits,
             RdLimits {
                 max_rd_atomic: Some(16),
                 max_dest_rd_atomic: Some(8)
