@@ -32,8 +32,10 @@ pub struct Declared {
     pub srq: bool,
     /// READ/atomic requests the responder accepts in flight.
     pub responder_resources: u8,
-    /// READ/atomic requests the requester announced it issues in flight
-    /// (its own side's Initiator Depth).
+    /// READ/atomic requests the requester's side set itself up to issue
+    /// in flight: for the active side the REP's Responder Resources (its
+    /// REQ's Initiator Depth only asked; Linux `cm_rep_handler` takes the
+    /// REP's answer), for the passive side its REP's Initiator Depth.
     pub initiator_depth: u8,
     /// The requester's retry count and RNR retry count.
     pub retry_count: u8,
@@ -84,7 +86,7 @@ impl Setups {
                         credits: rep.end_to_end_flow_control,
                         srq: rep.srq,
                         responder_resources: rep.responder_resources,
-                        initiator_depth: req.initiator_depth,
+                        initiator_depth: req.initiator_depth.min(rep.responder_resources),
                         retry_count: req.retry_count,
                         rnr_retry_count: rep.rnr_retry_count,
                         frames,

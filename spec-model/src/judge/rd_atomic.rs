@@ -69,8 +69,8 @@ pub struct RdLimits {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LimitSource {
     /// The peer's Responder Resources in the RDMA-CM exchange of these REQ
-    /// and REP frames; `initiator_depth` is what the requester announced it
-    /// would issue.
+    /// and REP frames; `initiator_depth` is what the requester's side set
+    /// itself up to issue ([`Declared::initiator_depth`](super::Declared)).
     Cm {
         /// Frames of the REQ and the REP.
         frames: [u64; 2],

@@ -10,9 +10,19 @@ use metaroce_codec::cm::{CmMad, CmMessage, CmRep, CmReq, MadHeader};
 const LIMIT_IDS: [&str; 2] = ["MR-CM-4", "MR-REQ-7"];
 
 /// REQ (frame 1, A → B, QPN 0x11) and REP (frame 2, B → A, QPN 0x12): the
-/// passive side announces `rr` Responder Resources, the active side
-/// `initiator_depth`.
+/// passive side announces `rr` Responder Resources, the active side asks
+/// for an Initiator Depth of `initiator_depth`.
 fn cm(j: &mut ConversationJudge, rr: u8, initiator_depth: u8) {
+    cm_both(j, (4, initiator_depth), (rr, 4));
+}
+
+/// REQ and REP as [`cm`], with the REQ's (Responder Resources, Initiator
+/// Depth) and the REP's.
+fn cm_both(
+    j: &mut ConversationJudge,
+    (req_rr, req_depth): (u8, u8),
+    (rep_rr, rep_depth): (u8, u8),
+) {
     let meta = |frame, src, dst| PacketMeta {
         frame,
         timestamp_ns: 0,
@@ -26,8 +36,8 @@ fn cm(j: &mut ConversationJudge, rr: u8, initiator_depth: u8) {
     let req = CmReq {
         local_comm_id: 1,
         local_qpn: 0x11,
-        responder_resources: 4,
-        initiator_depth,
+        responder_resources: req_rr,
+        initiator_depth: req_depth,
         starting_psn: 0,
         path_mtu: 3,
         ..CmReq::default()
@@ -37,8 +47,8 @@ fn cm(j: &mut ConversationJudge, rr: u8, initiator_depth: u8) {
         remote_comm_id: 1,
         local_qpn: 0x12,
         starting_psn: 500,
-        responder_resources: rr,
-        initiator_depth: 4,
+        responder_resources: rep_rr,
+        initiator_depth: rep_depth,
         ..CmRep::default()
     };
     for (frame, src, dst, message) in [
@@ -311,12 +321,45 @@ fn the_profile_limit_applies_without_a_cm_exchange() {
 
 #[test]
 fn an_excess_the_cm_exchange_itself_set_up_is_information() {
-    // The active side announced Initiator Depth 4 against 2 Responder
-    // Resources: its consumer configured the excess.
+    // The active side asked for Initiator Depth 4 and got 2 Responder
+    // Resources: it is held to 2 (MUST).
     let f = judge(cfg(), Some((2, 4)), &three_reads_then_responses(100));
     let found = limit_findings(&f);
     assert_eq!(found.len(), 1);
+    assert_eq!(found[0].finding.severity, crate::Severity::Must);
+    // The passive side (B, QPN 0x12) announced Initiator Depth 4 in its
+    // REP against the REQ's 2 Responder Resources: its consumer set the
+    // excess up, so three READs from it are information.
+    let reverse = |mut p: Pkt| {
+        std::mem::swap(&mut p.src, &mut p.dst);
+        p.bth.dest_qp = if p.bth.dest_qp == 0x12 { 0x11 } else { 0x12 };
+        p
+    };
+    let p: Vec<(Pkt, u64)> = three_reads_then_responses(100)
+        .into_iter()
+        .map(|(p, t)| (reverse(p), t))
+        .collect();
+    let mut j = ConversationJudge::new(cfg());
+    cm_both(&mut j, (2, 4), (4, 4));
+    let mut f = Vec::new();
+    for (i, (pkt, us)) in p.iter().enumerate() {
+        f.extend(judge_packet(&mut j, pkt, i as u64 + 3, us * 1000, 0));
+    }
+    f.extend(j.finish());
+    let found = limit_findings(&f);
+    assert_eq!(found.len(), 1, "{f:?}");
     assert_eq!(found[0].finding.severity, crate::Severity::Info);
+    assert_eq!(found[0].frames, vec![5, 1, 2, 3, 4]);
+    // Had it announced 2, the same READs break MR-CM-4.
+    let mut j = ConversationJudge::new(cfg());
+    cm_both(&mut j, (2, 4), (4, 2));
+    let mut f = Vec::new();
+    for (i, (pkt, us)) in p.iter().enumerate() {
+        f.extend(judge_packet(&mut j, pkt, i as u64 + 3, us * 1000, 0));
+    }
+    let found = limit_findings(&f);
+    assert_eq!(found.len(), 1, "{f:?}");
+    assert_eq!(found[0].finding.severity, crate::Severity::Must);
 }
 
 #[test]
