@@ -615,6 +615,13 @@ impl Opcode {
         )
     }
 
+    /// `true` for the RC requests of RDMA-resource operations (READ Request,
+    /// Compare-Swap, Fetch-Add, FLUSH, ATOMIC WRITE: 0x0C, 0x13, 0x14, 0x1C,
+    /// 0x1D), each of which occupies a responder resource.
+    pub const fn is_rc_rdma_resource(self) -> bool {
+        matches!(self.0, 0x0C | 0x13 | 0x14 | 0x1C | 0x1D)
+    }
+
     /// `true` for the RC SEND opcodes (0x00–0x05, 0x16, 0x17).
     pub const fn is_rc_send(self) -> bool {
         matches!(self.0, 0x00..=0x05 | 0x16 | 0x17)
@@ -713,6 +720,10 @@ mod tests {
             assert_eq!(op.is_rc_request(), rc && !response, "{op:?}");
             let read_response = name.starts_with("RC RDMA READ Response");
             assert_eq!(op.is_rc_read_response(), read_response, "{op:?}");
+            let resource = ["READ Request", "Compare", "Fetch", "FLUSH", "ATOMIC WRITE"]
+                .iter()
+                .any(|w| name.contains(w));
+            assert_eq!(op.is_rc_rdma_resource(), rc && resource, "{op:?}");
             assert_eq!(op.is_rc_send(), name.starts_with("RC SEND"), "{op:?}");
             assert_eq!(
                 op.is_rc_write(),

@@ -3,6 +3,7 @@
 //! instead of learning it from the traffic.
 
 use crate::run::profile_keys::MP_LOCAL;
+use metaroce_spec::judge::RdLimits;
 use metaroce_spec::model::mp::MpConfig;
 use metaroce_spec::model::responder::Features;
 
@@ -24,6 +25,10 @@ pub struct Declared {
     pub max_pmtu: Option<u32>,
     /// The MP parameters of SPEC §10.3 the MP judge holds the traffic to.
     pub mp_params: MpParams,
+    /// `max_rd_atomic` and `max_dest_rd_atomic` (1–255, SPEC §2): the
+    /// RDMA-resource operations a requester may have outstanding on a
+    /// connection whose RDMA-CM setup is not in the capture (MR-REQ-7).
+    pub rd_limits: RdLimits,
 }
 
 /// The MP parameters of SPEC §10.3 a profile may declare (`None`: not
@@ -110,6 +115,13 @@ impl Declared {
             ack_prompt_max_ns: local("mp_ack_prompt_max")?.map(|us| us * 1_000),
             cwnd_max: local("mp_cwnd_max")?,
         };
+        let rd = |key: &str| -> Result<Option<u8>, String> {
+            Ok(int(key, 1, 255, " (SPEC §2)")?.map(|n| n as u8))
+        };
+        let rd_limits = RdLimits {
+            max_rd_atomic: rd("max_rd_atomic")?,
+            max_dest_rd_atomic: rd("max_dest_rd_atomic")?,
+        };
         let credits = flag("credits")?;
         features.credits = credits.unwrap_or(false);
         Ok(Declared {
@@ -119,6 +131,7 @@ impl Declared {
             features: any.then_some(features),
             max_pmtu,
             mp_params,
+            rd_limits,
         })
     }
 }
@@ -166,6 +179,18 @@ mod tests {
         })))
         .unwrap();
         assert_eq!(d.max_pmtu, Some(2048));
+        assert_eq!(d.rd_limits, RdLimits::default());
+        let rd = Declared::from_profile(&profile(json!({
+            "max_rd_atomic": 16, "max_dest_rd_atomic": 8,
+        })))
+        .unwrap();
+        assert_eq!(
+            rd.rd_limits,
+            RdLimits {
+                max_rd_atomic: Some(16),
+                max_dest_rd_atomic: Some(8)
+            }
+        );
         assert_eq!(
             d.mp_params,
             MpParams {
@@ -203,6 +228,8 @@ mod tests {
             ("mp_ack_prompt_max", json!(51), "1..=50 µs"),
             ("mp_cwnd_max", json!(255), "256..=67108864 bytes"),
             ("mp_cwnd_max", json!(67_108_865), "256..=67108864 bytes"),
+            ("max_rd_atomic", json!(0), "1..=255"),
+            ("max_dest_rd_atomic", json!(256), "1..=255"),
         ] {
             let mut m = Map::new();
             m.insert(key.to_owned(), v.clone());

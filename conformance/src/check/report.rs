@@ -3,7 +3,7 @@
 use super::{Reported, Summary, Tally};
 use core::fmt::Write;
 use metaroce_spec::Finding;
-use metaroce_spec::judge::{CmMp, ConnectionSummary};
+use metaroce_spec::judge::{CmMp, ConnectionSummary, LimitSource};
 use metaroce_spec::model::mp::setup::Side;
 use serde_json::{Value, json};
 
@@ -121,6 +121,17 @@ pub fn connection_text(c: &ConnectionSummary) -> String {
     }
     if b.ack_req_gap > 0 {
         shown.push(format!("up to {} requests without AckReq", b.ack_req_gap));
+    }
+    if let Some(l) = b.rd_limit.filter(|_| b.rd_peak > 0) {
+        let from = match l.source {
+            LimitSource::Cm { .. } => "Responder Resources from RDMA-CM",
+            LimitSource::MaxRdAtomic => "max_rd_atomic",
+            LimitSource::MaxDestRdAtomic => "max_dest_rd_atomic",
+        };
+        shown.push(format!(
+            "up to {} READ/atomic outstanding as captured ({from} {})",
+            b.rd_peak, l.value
+        ));
     }
     if !shown.is_empty() {
         let _ = write!(line, "; {}", shown.join(", "));

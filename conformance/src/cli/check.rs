@@ -123,6 +123,14 @@ pub struct CheckArgs {
     /// it owed is reported and its state forgotten.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub idle: u64,
+    /// Keep a shadow memory of up to this many MiB of payload: the bytes
+    /// WRITEs and READ responses prove per R_Key, and the values atomics
+    /// leave; a READ response or an atomic's original value that
+    /// contradicts them is information naming both frames (never a MUST:
+    /// the host CPU, other QPs, NAKed WRITEs and lost frames change memory
+    /// too). Off (0) by default; header-only frames are skipped.
+    #[arg(long, value_name = "MIB", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=4096))]
+    pub shadow_memory: u64,
     /// The receivers do not declare `cnp_generation`: CE marks and CNPs are
     /// not judged (MR-CNP-1, MR-CNP-2).
     #[arg(long)]
@@ -287,6 +295,8 @@ impl CheckArgs {
                 np: (!self.no_cnp && declared.cnp_generation != Some(false)).then_some(np),
                 credits: declared.credits,
                 features: declared.features.unwrap_or(Features::ALL),
+                rd_limits: declared.rd_limits,
+                shadow_bytes: usize::try_from(self.shadow_memory << 20).unwrap_or(usize::MAX),
                 ..ConversationConfig::default()
             };
             declared.apply_mp(&mut cfg.mp, self.pmtu);

@@ -1,13 +1,15 @@
 //! `metaroce check --profile FILE` with the numbers a capability profile
 //! declares: `max_pmtu` (SPEC §2) and the MP parameters of SPEC §10.3 the
 //! MP judge holds a capture to (`mp_reorder_threshold`, `mp_rto_min`,
-//! `mp_cwnd_max`). Each capture is clean without the key and has a finding
+//! `mp_cwnd_max`), and `max_rd_atomic` / `max_dest_rd_atomic` (the
+//! READs a requester may have outstanding). Each capture is clean without the key and has a finding
 //! naming its frame with the key declared strictly; a value outside its
 //! range is bad input naming the key and the range.
 
 use crate::check_mp_acks::{ack, capture, send};
 use crate::common::*;
-use metaroce_codec::{Opcode, PacketBuilder};
+use metaroce_codec::ext::{AethRepr, RethRepr, Syndrome};
+use metaroce_codec::{Msn, Opcode, PacketBuilder};
 use std::path::PathBuf;
 
 /// A profile file holding `yaml`.
@@ -168,6 +170,7 @@ fn a_number_out_of_range_is_bad_input_naming_the_key_and_range() {
             "mp_cwnd_max: 100\n",
             "mp_cwnd_max: 100 is outside 256..=67108864 bytes",
         ),
+        ("max_rd_atomic: 0\n", "max_rd_atomic: 0 is outside 1..=255"),
     ] {
         let p = profile("range.yaml", yaml);
         let out = metaroce(&["check", "--profile", p.to_str().unwrap()], &cap);
@@ -177,4 +180,78 @@ fn a_number_out_of_range_is_bad_input_naming_the_key_and_range() {
         assert!(err.contains(want), "{yaml}: {err}");
     }
     std::fs::remove_file(cap).unwrap();
+}
+
+/// Three one-packet READs 10.0.0.1 → 10.0.0.2 QPN 0x12, 1 µs apart, then
+/// their READ Response Only 100 µs apart, starting 200 µs later.
+fn three_reads_in_flight() -> Vec<(u64, Vec<u8>)> {
+    let read = |psn: u32| {
+        PacketBuilder::new(Opcode::RC_READ_REQUEST)
+            .ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+            .psn(psn)
+            .dest_qp(0x12)
+            .ack_req(true)
+            .ext(|e| {
+                e.reth = Some(RethRepr {
+                    va: 0x1000 + 64 * u64::from(psn),
+                    rkey: 7,
+                    dma_len: 64,
+                })
+            })
+            .build()
+    };
+    let only = |psn: u32| {
+        PacketBuilder::new(Opcode::RC_READ_RESPONSE_ONLY)
+            .ipv4([10, 0, 0, 2].into(), [10, 0, 0, 1].into())
+            .psn(psn)
+            .dest_qp(0x22)
+            .aeth(AethRepr {
+                syndrome: Syndrome(0x1F),
+                msn: Msn::new(psn + 1),
+            })
+            .payload(vec![7; 64])
+            .build()
+    };
+    let mut frames: Vec<(u64, Vec<u8>)> = (0..3u32)
+        .map(|psn| (u64::from(psn) * 1_000, read(psn)))
+        .collect();
+    frames.extend((0..3u32).map(|psn| (200_000 + u64::from(psn) * 100_000, only(psn))));
+    frames
+}
+
+#[test]
+fn max_rd_atomic_bounds_the_outstanding_reads_mr_req_7() {
+    let frames = three_reads_in_flight();
+    // Undeclared (and no RDMA-CM setup in the capture): not judged.
+    assert_eq!(findings("rd-none", &frames, None), []);
+    assert_eq!(findings("rd-3", &frames, Some("max_rd_atomic: 3\n")), []);
+    // Two allowed: the third READ (frame 3) is one too many.
+    assert_eq!(
+        findings("rd-2", &frames, Some("max_rd_atomic: 2\n")),
+        [found(3, "MR-REQ-7")]
+    );
+    // max_dest_rd_atomic alone: the same frame, as information.
+    let cap = capture("rd-dest.pcapng", &frames);
+    let p = profile("rd-dest.yaml", "max_dest_rd_atomic: 2\n");
+    let out = metaroce(
+        &[
+            "check",
+            "--format",
+            "jsonl",
+            "--profile",
+            p.to_str().unwrap(),
+        ],
+        &cap,
+    );
+    std::fs::remove_file(cap).unwrap();
+    std::fs::remove_file(p).unwrap();
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        (lines[0]["id"].as_str(), lines[0]["severity"].as_str()),
+        (Some("MR-REQ-7"), Some("info"))
+    );
 }

@@ -1,7 +1,8 @@
 //! `metaroce check` and its checker, in one test binary (one link of the
 //! crate): the command's outputs and options (`check_cli`, `check_outputs`,
-//! `check_profile`, `check_threads`), MP acknowledges (`check_mp_acks`), the MP setup blocks of RDMA-CM
-//! exchanges (`cm_mp_setup`), the checker on cut,
+//! `check_profile`, `check_threads`), the RDMA-CM limit on outstanding READs
+//! (`check_cm_limit`), MP acknowledges (`check_mp_acks`), the MP setup blocks
+//! of RDMA-CM exchanges (`cm_mp_setup`), the checker on cut,
 //! real and Soft-RoCE captures (`cut_captures`, `real_captures`,
 //! `rxe_captures`) and the committed sample capture (`sample_capture`).
 //! Each module was a test binary of its own; insta names a snapshot
@@ -11,6 +12,7 @@
 mod common;
 
 mod check_cli;
+mod check_cm_limit;
 mod check_mp_acks;
 mod check_outputs;
 mod check_profile;

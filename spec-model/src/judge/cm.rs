@@ -32,6 +32,11 @@ pub struct Declared {
     pub srq: bool,
     /// READ/atomic requests the responder accepts in flight.
     pub responder_resources: u8,
+    /// READ/atomic requests the requester's side set itself up to issue
+    /// in flight: for the active side the REP's Responder Resources (its
+    /// REQ's Initiator Depth only asked; Linux `cm_rep_handler` takes the
+    /// REP's answer), for the passive side its REP's Initiator Depth.
+    pub initiator_depth: u8,
     /// The requester's retry count and RNR retry count.
     pub retry_count: u8,
     /// RNR retry count (7: infinite).
@@ -81,6 +86,7 @@ impl Setups {
                         credits: rep.end_to_end_flow_control,
                         srq: rep.srq,
                         responder_resources: rep.responder_resources,
+                        initiator_depth: req.initiator_depth.min(rep.responder_resources),
                         retry_count: req.retry_count,
                         rnr_retry_count: rep.rnr_retry_count,
                         frames,
@@ -96,6 +102,7 @@ impl Setups {
                         credits: req.end_to_end_flow_control,
                         srq: req.srq,
                         responder_resources: req.responder_resources,
+                        initiator_depth: rep.initiator_depth,
                         retry_count: req.retry_count,
                         rnr_retry_count: req.rnr_retry_count,
                         frames,

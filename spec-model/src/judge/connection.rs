@@ -7,6 +7,7 @@
 use super::cm::Declared;
 use super::expect::ResponderSide;
 use super::mp_read::MpReads;
+use super::rd_atomic::{Limit, RdAtomic};
 use super::response::Resp;
 use super::{ConversationConfig, ConversationFinding, PacketMeta};
 use crate::model::Knowledge;
@@ -104,6 +105,12 @@ pub struct Behaviour {
     pub reordered: u64,
     /// The frame of the first such Acknowledge.
     pub reordered_frame: Option<u64>,
+    /// The limit on RDMA-resource operations outstanding the requester is
+    /// held to (its CM exchange's or the profile's), when there is one.
+    pub rd_limit: Option<Limit>,
+    /// The most RDMA-resource operations outstanding at once as captured
+    /// (0: none, or no limit to judge them against).
+    pub rd_peak: u16,
 }
 
 /// The judges of one connection, by profile.
@@ -170,6 +177,12 @@ pub(crate) struct Connection {
     /// Verdicts on `dropped` frames: (frame, its receiver took it), taken by
     /// the conversation judge after each packet.
     pub verdicts: Vec<(u64, bool)>,
+    /// Its requester's outstanding RDMA-resource operations (MR-CM-4,
+    /// MR-REQ-7), from its first one when it has a limit.
+    rd: Option<Box<RdAtomic>>,
+    /// Its recent WRITE, READ and atomic requests, for the shadow memory
+    /// (empty unless the judge keeps one).
+    pub mem: super::shadow::Messages,
 }
 
 /// Most findings withheld per connection while a gap is unexplained; beyond
@@ -206,6 +219,11 @@ impl Connection {
         declared: Option<Declared>,
     ) -> Self {
         let pmtu = cfg.pmtu.or(declared.and_then(|d| d.pmtu));
+        let rd_limit = Limit::of(
+            declared.map(|d| (d.responder_resources, d.initiator_depth, d.frames)),
+            cfg.rd_limits,
+        )
+        .filter(|_| !mp);
         let sides = if mp {
             let mut j = MpJudge::new(cfg.mp.clone(), Default::default());
             j.tolerance_ns = cfg.tolerance_ns;
@@ -250,6 +268,7 @@ impl Connection {
                     cm_credits: declared.map(|d| d.credits),
                     cm: declared.map(|d| d.frames),
                     pmtu,
+                    rd_limit,
                     ..Behaviour::default()
                 },
             },
@@ -269,6 +288,8 @@ impl Connection {
             read_end: None,
             dropped: None,
             verdicts: Vec::new(),
+            rd: None,
+            mem: super::shadow::Messages::default(),
         }
     }
 
@@ -604,6 +625,7 @@ impl Connection {
             b.ack_req_gap = b.ack_req_gap.max(self.since_ack_req);
         }
         let psn = pkt.bth.psn;
+        let is_new = self.psn_range.is_none_or(|(_, end)| !psn.is_before(end));
         self.psn_range = Some(match self.psn_range {
             None => (psn, psn.add(1)),
             Some((first, end)) if !psn.is_before(end) => (first, psn.add(1)),
@@ -623,6 +645,22 @@ impl Connection {
                 responder,
             } => (requester, responder),
         };
+        if let Some(limit) = self.summary.behaviour.rd_limit
+            && (self.rd.is_some() || pkt.bth.opcode.is_rc_rdma_resource())
+        {
+            let rd = self
+                .rd
+                .get_or_insert_with(|| Box::new(RdAtomic::new(limit, cfg.reorder_ns)));
+            rd.on_request(
+                (meta.frame, meta.timestamp_ns),
+                pkt.bth.opcode,
+                psn,
+                pkt.ext.reth,
+                is_new,
+                out,
+            );
+            self.summary.behaviour.rd_peak = rd.peak;
+        }
         for f in requester.on_request_marked(pkt, Some(meta.timestamp_ns), mark) {
             out.push(ConversationFinding {
                 finding: f,
@@ -754,6 +792,11 @@ impl Connection {
             // row of §9.2) never reaches the requester.
             requester.on_response(pkt, Some(meta.timestamp_ns));
         }
+        if let Some(rd) = self.rd.as_mut() {
+            // Whether or not it was admitted: a response that ends an
+            // operation can only make the count lower.
+            rd.on_response(meta.timestamp_ns, pkt.bth.opcode, pkt.bth.psn, out);
+        }
         let mut r = Resp::of(meta.frame, pkt, meta.udp_src_port);
         if matches!(
             pkt.bth.opcode,
@@ -862,9 +905,11 @@ impl Connection {
         }
     }
 
-    /// Requests queued at the responder side, or MP PSNs in flight.
+    /// Requests queued at the responder side, or MP PSNs in flight, and
+    /// RDMA-resource operations followed.
     pub fn pending(&self) -> usize {
-        match &self.sides {
+        let rd = self.rd.as_ref().map_or(0, |r| r.held());
+        rd + match &self.sides {
             Sides::Base { responder, .. } => responder.pending(),
             Sides::Mp { judge, reads } => judge.in_flight() + reads.kept(),
         }

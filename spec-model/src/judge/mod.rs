@@ -29,6 +29,12 @@
 //! READ Responses are checked against their READ requests (MSN, read
 //! length and, with the PMTU known, PSN: MR-MPR-1; see `mp_read.rs`).
 //!
+//! A Base connection with a limit on outstanding RDMA-resource operations
+//! (the Responder Resources of its RDMA-CM setup, MR-CM-4, or a profile's
+//! [`RdLimits`], MR-REQ-7) counts its requester's READs, atomics, FLUSHes
+//! and ATOMIC WRITEs against it, every doubt counting for the requester
+//! (see `rd_atomic.rs`).
+//!
 //! CE marks and CNPs go to the CNP judge (`cnp.rs`, MR-CNP-1, MR-CNP-2,
 //! MR-CNP-6) when [`ConversationConfig::np`] declares CNP generation.
 //!
@@ -55,7 +61,9 @@ mod connection;
 mod expect;
 mod mp_read;
 mod mp_setup;
+mod rd_atomic;
 mod response;
+mod shadow;
 
 #[cfg(test)]
 mod tests;
@@ -66,6 +74,7 @@ pub use connection::{Behaviour, ConnectionKey, ConnectionSummary};
 pub use expect::{MAX_LOOSE, MAX_PENDING};
 pub use mp_read::MAX_READS;
 pub use mp_setup::CmMp;
+pub use rd_atomic::{Limit, LimitSource, MAX_CANDIDATES, MAX_TRACKED, RdLimits};
 
 use crate::Finding;
 use crate::model::congestion::np::NpParams;
@@ -117,6 +126,16 @@ pub struct ConversationConfig {
     /// judges check (retransmission timeouts, RNR waits, MP loss by time,
     /// CNP delay and pacing) is widened by this much on each side.
     pub tolerance_ns: u64,
+    /// The limits on outstanding RDMA-resource operations a capability
+    /// profile declares; a connection whose RDMA-CM setup is in the capture
+    /// is held to the Responder Resources its peer announced instead
+    /// (MR-CM-4; see `rd_atomic.rs`).
+    pub rd_limits: RdLimits,
+    /// Payload bytes the shadow memory may keep (0, the default: no shadow
+    /// memory). With it, a READ response or an atomic's original value that
+    /// contradicts what the capture proves was there is information naming
+    /// both frames (MR-READ-6, MR-ATOM-4; see `shadow.rs`).
+    pub shadow_bytes: usize,
     /// How long an Acknowledge may be captured before the request it
     /// acknowledges (a capture point that records the two directions
     /// apart): within it the two are judged in their sent order, and the
@@ -147,6 +166,8 @@ impl Default for ConversationConfig {
             lossy: false,
             ack_delay_ns: 64_000,
             tolerance_ns: 0,
+            rd_limits: RdLimits::default(),
+            shadow_bytes: 0,
             reorder_ns: 50_000,
             idle_ns: 10_000_000_000,
             mp: MpConfig {
@@ -258,6 +279,9 @@ pub struct ConversationJudge {
     /// Verdicts on requests that failed admission (see
     /// [`ConversationJudge::take_admission_verdicts`]).
     verdicts: Vec<(u64, bool)>,
+    /// The shadow memory, when [`ConversationConfig::shadow_bytes`] asks
+    /// for one (see `shadow.rs`).
+    shadow: Option<shadow::Shadow>,
 }
 
 /// A map key: source and destination address, a QPN, and whether the
@@ -337,6 +361,7 @@ impl ConversationJudge {
             .np
             .filter(|p| p.enabled)
             .map(|p| CnpJudge::new(p, cfg.tolerance_ns, cfg.lossy));
+        let cfg_shadow = cfg.shadow_bytes;
         ConversationJudge {
             cfg,
             conns: Vec::new(),
@@ -354,6 +379,7 @@ impl ConversationJudge {
             mp_setups: mp_setup::MpSetups::default(),
             cm_found: Vec::new(),
             verdicts: Vec::new(),
+            shadow: (cfg_shadow > 0).then(|| shadow::Shadow::new(cfg_shadow)),
         }
     }
 
@@ -388,6 +414,19 @@ impl ConversationJudge {
                 "cross-direction reordering by the capture point: {n} Acknowledge(s) captured before the request they acknowledge, within {} µs (first at frames {}); judged in their sent order",
                 self.cfg.reorder_ns / 1000,
                 reordered.iter().take(16).map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if let Some(sh) = self
+            .shadow
+            .as_ref()
+            .filter(|s| s.contradictions + s.dropped > 0)
+        {
+            notes.push(format!(
+                "shadow memory: {} READ response(s) or atomic original value(s) contradicted what earlier frames of the capture proved ({} reported as information); {} payload byte(s) not kept over the {}-byte budget; a contradiction is no proof of a NIC fault (the host CPU, QPs not captured, NAKed WRITEs and lost frames change memory too)",
+                sh.contradictions,
+                sh.contradictions.min(shadow::MAX_REPORTED),
+                sh.dropped,
+                self.cfg.shadow_bytes
             ));
         }
         if lost.is_empty() {
@@ -470,6 +509,13 @@ impl ConversationJudge {
                 let from = out.len();
                 conn.summary.ce_marked += u64::from(ce);
                 conn.on_request(meta, pkt, mark, &self.cfg, &mut out);
+                if let Some(sh) = self.shadow.as_mut()
+                    && meta.payload_len.is_none()
+                    && meta.admitted
+                {
+                    let pmtu = conn.summary.behaviour.pmtu;
+                    sh.on_request(&mut conn.mem, pmtu, (meta.dst, meta.frame), pkt);
+                }
                 self.verdicts.append(&mut conn.verdicts);
                 conn.summary.findings += (out.len() - from) as u64;
                 conn.label(&mut out[from..]);
@@ -485,6 +531,14 @@ impl ConversationJudge {
                         let from = out.len();
                         conn.summary.ce_marked += u64::from(ce);
                         conn.on_response(meta, pkt, &self.cfg, &mut out);
+                        if let Some(sh) = self.shadow.as_mut()
+                            && meta.payload_len.is_none()
+                            && meta.admitted
+                        {
+                            let pmtu = conn.summary.behaviour.pmtu;
+                            let at = (meta.src, meta.frame);
+                            sh.on_response(&mut conn.mem, pmtu, at, pkt, &mut out);
+                        }
                         self.verdicts.append(&mut conn.verdicts);
                         conn.summary.findings += (out.len() - from) as u64;
                         conn.label(&mut out[from..]);
@@ -755,6 +809,14 @@ impl ConversationJudge {
             .get(&Route::of(&key, false))
             .and_then(|&i| self.conns.get(i)?.as_ref())
             .is_some_and(|c| c.follows(meta.frame))
+    }
+
+    /// Payload bytes the shadow memory holds (0 without one), and those it
+    /// did not keep.
+    pub fn shadow_bytes(&self) -> (usize, u64) {
+        self.shadow
+            .as_ref()
+            .map_or((0, 0), |s| (s.held(), s.dropped))
     }
 
     /// Connections open now.

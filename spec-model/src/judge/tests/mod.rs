@@ -10,6 +10,8 @@ mod cnp;
 mod deferred;
 mod evict;
 mod mp;
+mod rd_atomic;
+mod shadow;
 
 use super::*;
 use metaroce_codec::ext::{AethRepr, ExtHeaders, RethRepr, Syndrome};
