@@ -18,7 +18,8 @@
 # --timeout  bound of one mutant's test, seconds (default 180).
 # --out      where cargo-mutants writes mutants.out/ (default target/mutants).
 # --triage   a triage file (tools/mutants-triage.txt): a missed mutant listed
-#            there is "triaged"; the exit code is 1 only for an untriaged one.
+#            there is "triaged" (unless its class is `caught`); the exit code
+#            is 1 only for an untriaged one.
 # Prints one Markdown table per file: caught, missed (triaged), timeout, unviable.
 # Needs cargo-mutants 27 (`cargo install cargo-mutants --locked`).
 set -euo pipefail
@@ -84,14 +85,15 @@ started=$(date -u +%FT%TZ)
 set +e
 # --baseline=skip: cargo-mutants 27's baseline ignores --test-package and
 # would run every test of the workspace; the tree is known to pass.
-# --cargo-arg=--test=runner: build and run only the suite's test binary
-# (without it every test target of the conformance crate is built per mutant).
+# --cargo-arg=--test=suite: build and run only the test binary that holds
+# the suite test (conformance/tests/suite/, module runner); without it every
+# test target of the conformance crate is built per mutant.
 timeout --signal=INT --kill-after=30 "$((minutes * 60))" \
     cargo mutants --package metaroce-ref "${file_args[@]}" \
     --test-package metaroce-conformance --baseline=skip \
     --timeout "$timeout_s" --build-timeout 600 --jobs 1 --output "$out" \
-    --cargo-arg=--test=runner ${extra[@]+"${extra[@]}"} \
-    -- -- --exact the_committed_suite_passes_on_the_reference_transport
+    --cargo-arg=--test=suite ${extra[@]+"${extra[@]}"} \
+    -- -- --exact runner::the_committed_suite_passes_on_the_reference_transport
 status=$?
 set -e
 mo="$out/mutants.out"
@@ -103,7 +105,8 @@ echo
 echo "| file | caught | missed (triaged) | timeout | unviable |"
 echo "|---|---:|---:|---:|---:|"
 untriaged=0
-count() { [ -f "$mo/$1" ] && grep -c "^$2:" "$mo/$1" || echo 0; }
+# grep -c prints 0 and exits 1 when nothing matches: one number either way.
+count() { local n=0; [ -f "$mo/$1" ] && n=$(grep -c "^$2:" "$mo/$1") || true; echo "$n"; }
 for f in "${files[@]}"; do
     missed=$(count missed.txt "$f")
     triaged=0
@@ -111,7 +114,8 @@ for f in "${files[@]}"; do
         while IFS= read -r line; do
             # A triage line is `file: <mutant text as cargo-mutants prints it, without the line:col> | reason`.
             text=$(printf '%s' "$line" | sed -E 's/^([^:]+):[0-9]+:[0-9]+: /\1: /')
-            if grep -qF -- "$text |" "$triage"; then
+            # A `caught` line is a record, not triage (the mutant should not survive).
+            if grep -F -- "$text |" "$triage" | grep -qv -- "| caught:"; then
                 triaged=$((triaged + 1))
             else
                 echo "UNTRIAGED: $line" >&2
