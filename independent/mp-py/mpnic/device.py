@@ -38,11 +38,13 @@ MS = 1000_000
 
 
 class Cfg:
-    """Local MP constants (§10.3 defaults; MPNIC_<NAME>_US env overrides the
-    time constants, e.g. MPNIC_RTO_MIN_US=2000 for a slow software data plane)."""
+    """Local MP constants (§10.3 defaults). `serve --timers FILE` / `--timer KEY=V`
+    set the nine SPEC §2 ones, checked (timers.py); MPNIC_<NAME>_US env overrides
+    the time constants unchecked. `hello` declares whatever runs (timers.declared)."""
     K = 32   # mp_reorder_threshold default (SPEC v1.2 §10.3; was 3); per QP via the agent
     coalesce_count = 16
     coalesce_time = 8 * US
+    ack_prompt_max = 4 * US   # a bound only: prompt ACKs leave at the next flush
     rto_init = 1000 * US
     rto_min = 100 * US
     rto_max = 16000 * US
