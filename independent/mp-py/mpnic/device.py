@@ -1636,15 +1636,19 @@ class Device:
         # probes for retired values (§7.13)
         for v, st in list(qp.retired.items()):
             if now >= st["next"]:
-                if st["probe_ts"] is not None:
-                    st["wait"] = min(st["wait"] * 2, Cfg.retire_hold_max)
+                # MR-MPF-3: the wait after this probe is twice the one before it (at most
+                # mp_retire_hold_max): hold, then 2 hold, 4 hold, ... The doubling used to
+                # come one probe late (hold, hold, 2 hold), which mp.path.probe_backoff
+                # judged once the declared timers let a bed judge it (2026-12-02)
+                st["wait"] = min(st["wait"] * 2, Cfg.retire_hold_max)
                 ts = now & 0xFFFFFFFF
                 ext = W.mpeth(0, 0, 0, 0, 0, 0, ts)
                 last = qp.last_sent if not qp.last_sent_none else (qp.attrs["sq_psn"] - 1) & M24
                 self.send_pkt(qp, W.PROBE, last, ext, ackreq=1, sport=v)
                 self.counters["mp_probes_sent"] += 1
                 st["probe_ts"] = ts
-                st["next"] = now + st["wait"]
+                # its timeout (§7.13): the wait that follows it, or one RTO if longer
+                st["next"] = now + max(st["wait"], qp.rto())
         self.req_pump(now, qp)
 
     def next_deadline(self, now, idle=2 * MS):

@@ -126,5 +126,38 @@ class Timers(unittest.TestCase):
         self.assertIn("--timer: mp_rto_min: 5", r.stderr)
 
 
+class ProbeSchedule(unittest.TestCase):
+    """MR-MPF-3: first probe mp_retire_hold after retirement, then each unanswered
+    probe followed by twice the previous wait (at most mp_retire_hold_max)."""
+
+    def probe_times(self, hold, hold_max, until):
+        from tests.test_device import setup
+        dev, _, _, _, qpn = setup()
+        qp = dev.qps[qpn]
+        qp.srtt, qp.rttvar = 10 * US, 5 * US      # RTO = rto_min: below every wait here
+        t0 = 1_000_000_000
+        saved = Cfg.retire_hold, Cfg.retire_hold_max
+        Cfg.retire_hold, Cfg.retire_hold_max = hold * US, hold_max * US
+        try:
+            dev.retire(t0, qp, qp.evs[0])
+            out, n = [], 0
+            for t in range(t0, t0 + until * US + 1, 10 * US):   # bounded: until / 10 µs ticks
+                dev.tick(t)
+                if dev.counters["mp_probes_sent"] != n:
+                    n = dev.counters["mp_probes_sent"]
+                    out.append((t - t0) // US)
+            return out
+        finally:
+            Cfg.retire_hold, Cfg.retire_hold_max = saved
+
+    def test_doubling_starts_after_the_first_probe(self):
+        # waits 500, 1000, 2000, 4000, then capped at 5000
+        self.assertEqual(self.probe_times(500, 5000, 20000),
+                         [500, 1500, 3500, 7500, 12500, 17500])
+
+    def test_declared_hold(self):
+        self.assertEqual(self.probe_times(5000, 640000, 40000), [5000, 15000, 35000])
+
+
 if __name__ == "__main__":
     unittest.main()
