@@ -27,7 +27,7 @@ KEYS = {
 }
 DEFAULTS = {k: d for k, (_, _, d) in KEYS.items()}
 # The largest PMTU mpnic's profile allows (`max_pmtu`): `mp_cwnd_max` must be at
-# least 1 PMTU (§10.3) for every QP, so at least this one (AMBIGUITIES 47).
+# least 1 PMTU (§10.3) for every QP, so at least this one (AMBIGUITIES 45).
 MAX_PMTU = 4096
 CWND_INIT = 524288   # §10.3 default `mp_cwnd_init` (1 PMTU–`mp_cwnd_max`)
 
