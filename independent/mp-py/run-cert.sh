@@ -4,6 +4,8 @@
 # in the harness namespace, then tears everything down.
 # usage: run-cert.sh [-k FILTER]... [extra metaroce run args]
 # IUT=ref runs metaroce-ref serve instead of mpnic (a baseline on the same bed)
+# SERVE_ARGS: extra arguments for the IUT's `serve` (word-split), e.g.
+#   SERVE_ARGS="--timers $HERE/timers-x50.yaml" ./run-cert.sh -k mp
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -43,12 +45,13 @@ if [ "${IUT:-mpnic}" = ref ]; then
   # baseline: the reference transport on the same test bed (IUT=ref)
   [ -n "$METAROCE_REF" ] || { echo "IUT=ref needs metaroce-ref" >&2; exit 2; }
   ip netns exec $NI $METAROCE_REF serve --iface di$ID --ip 10.0.0.2 \
-     --listen 192.168.250.2:7471 >"$OUT/agent.log" 2>&1 &
+     --listen 192.168.250.2:7471 ${SERVE_ARGS:-} >"$OUT/agent.log" 2>&1 &
 else
   ip netns exec $NI env PYTHONPATH=$HERE $PY -m mpnic serve --iface di$ID --ip 10.0.0.2 \
-     --listen 192.168.250.2:7471 >"$OUT/agent.log" 2>&1 &
+     --listen 192.168.250.2:7471 ${SERVE_ARGS:-} >"$OUT/agent.log" 2>&1 &
 fi
 APID=$!
+sleep 0.3; kill -0 $APID 2>/dev/null || { cat "$OUT/agent.log" >&2; echo "serve exited" >&2; exit 2; }
 if [ -n "${CAP:-}" ]; then
   ip netns exec $NI tshark -q -i di$ID -i ci$ID -w "$OUT/iut.pcap" >/dev/null 2>&1 & CPID=$!
   sleep 1

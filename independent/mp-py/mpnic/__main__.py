@@ -1,4 +1,5 @@
-"""python -m mpnic serve --iface IF --ip A.B.C.D [--mac MAC] [--listen HOST:PORT]"""
+"""python -m mpnic serve --iface IF --ip A.B.C.D [--mac MAC] [--listen HOST:PORT]
+[--timers FILE] [--timer KEY=VALUE]"""
 import argparse
 import fcntl
 import os
@@ -11,6 +12,7 @@ import sys
 import threading
 import time
 
+from . import timers
 from .device import Device
 from .agent import Agent, serve
 
@@ -141,7 +143,17 @@ def main():
     sv.add_argument("--ip", default="10.0.0.2")
     sv.add_argument("--mac")
     sv.add_argument("--listen", default="127.0.0.1:7471")
+    sv.add_argument("--timers", action="append", default=[], metavar="FILE",
+                    help="JSON or YAML (`key: integer` lines) of SPEC §2 MP local "
+                         "constants (mp_rto_init, ...; §10.3 units); declared in hello")
+    sv.add_argument("--timer", action="append", default=[], metavar="KEY=VALUE",
+                    help="one SPEC §2 MP local constant (after --timers)")
     a = ap.parse_args()
+    if a.timers or a.timer:
+        try:
+            timers.apply(timers.load(a.timers, a.timer))
+        except timers.TimerError as e:
+            ap.exit(2, f"mpnic: error: {e}\n")
     mac = bytes(int(x, 16) for x in a.mac.split(":")) if a.mac else iface_mac(a.iface)
     dev = Device(mac, socket.inet_aton(a.ip))
     dev.profile_trimming = False
@@ -156,7 +168,8 @@ def main():
         os._exit(0)
     signal.signal(signal.SIGTERM, on_term)
     host, port = a.listen.rsplit(":", 1)
-    print(f"mpnic serving on {a.listen}, iface {a.iface}", file=sys.stderr, flush=True)
+    print(f"mpnic serving on {a.listen}, iface {a.iface}, MP timers declared "
+          f"{timers.declared() or 'none (SPEC §10.3 defaults)'}", file=sys.stderr, flush=True)
     serve(Agent(dev), host, int(port))
 
 

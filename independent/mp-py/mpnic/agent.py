@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 
+from . import timers
 from .device import Device, QP, SWR, STATUS_NAMES, COUNTERS, LOC_PROT_ERR, Cfg
 from . import wire as W
 
@@ -218,7 +219,7 @@ class Agent:
     def op_hello(self, a):
         _fields(a, {"client"})
         return {"v": 1, "implementation": {"name": self.name, "version": "0.1"},
-                "profile": dict(PROFILE),
+                "profile": {**PROFILE, **timers.declared()},
                 "addresses": {"mac": ":".join(f"{x:02x}" for x in self.dev.mac),
                               "ipv4": str(ipaddress.ip_address(self.dev.ip)), "ipv6": None},
                 "limits": LIMITS, "ops": OPS}

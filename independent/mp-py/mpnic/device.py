@@ -38,11 +38,13 @@ MS = 1000_000
 
 
 class Cfg:
-    """Local MP constants (§10.3 defaults; MPNIC_<NAME>_US env overrides the
-    time constants, e.g. MPNIC_RTO_MIN_US=2000 for a slow software data plane)."""
+    """Local MP constants (§10.3 defaults). `serve --timers FILE` / `--timer KEY=V`
+    set the nine SPEC §2 ones, checked (timers.py); MPNIC_<NAME>_US env overrides
+    the time constants unchecked. `hello` declares whatever runs (timers.declared)."""
     K = 32   # mp_reorder_threshold default (SPEC v1.2 §10.3; was 3); per QP via the agent
     coalesce_count = 16
     coalesce_time = 8 * US
+    ack_prompt_max = 4 * US   # a bound only: prompt ACKs leave at the next flush
     rto_init = 1000 * US
     rto_min = 100 * US
     rto_max = 16000 * US
@@ -1634,15 +1636,19 @@ class Device:
         # probes for retired values (§7.13)
         for v, st in list(qp.retired.items()):
             if now >= st["next"]:
-                if st["probe_ts"] is not None:
-                    st["wait"] = min(st["wait"] * 2, Cfg.retire_hold_max)
+                # MR-MPF-3: the wait after this probe is twice the one before it (at most
+                # mp_retire_hold_max): hold, then 2 hold, 4 hold, ... The doubling used to
+                # come one probe late (hold, hold, 2 hold), which mp.path.probe_backoff
+                # judged once the declared timers let a bed judge it (2026-12-02)
+                st["wait"] = min(st["wait"] * 2, Cfg.retire_hold_max)
                 ts = now & 0xFFFFFFFF
                 ext = W.mpeth(0, 0, 0, 0, 0, 0, ts)
                 last = qp.last_sent if not qp.last_sent_none else (qp.attrs["sq_psn"] - 1) & M24
                 self.send_pkt(qp, W.PROBE, last, ext, ackreq=1, sport=v)
                 self.counters["mp_probes_sent"] += 1
                 st["probe_ts"] = ts
-                st["next"] = now + st["wait"]
+                # its timeout (§7.13): the wait that follows it, or one RTO if longer
+                st["next"] = now + max(st["wait"], qp.rto())
         self.req_pump(now, qp)
 
     def next_deadline(self, now, idle=2 * MS):
