@@ -145,6 +145,8 @@ impl Test<'_> {
                         trim_dscp: None,
                         entropy_set: None,
                         reorder_threshold: None,
+                        peer_resource_nak: None,
+                        max_staged_bytes: None,
                     });
                     a["mp"] = Value::Bool(true);
                     a["mp_entropy_set_size"] = mp.entropy_set_size.into();
@@ -157,6 +159,12 @@ impl Test<'_> {
                     }
                     if let Some(k) = mp.reorder_threshold {
                         a["mp_reorder_threshold"] = k.into();
+                    }
+                    if let Some(rn) = mp.peer_resource_nak {
+                        a["mp_peer_resource_nak"] = rn.into();
+                    }
+                    if let Some(b) = mp.max_staged_bytes {
+                        a["mp_max_staged_bytes"] = b.into();
                     }
                 }
                 a
