@@ -23,6 +23,9 @@ pub struct Declared {
     pub max_pmtu: Option<u32>,
     /// The MP parameters of SPEC §10.3 the MP judge holds the traffic to.
     pub mp_params: MpParams,
+    /// `mp_resource_nak`: the requesters announce RN (SPEC §7.16); `false`
+    /// makes an MP ACK with NAK 0x66 a finding (MR-MPP-23).
+    pub mp_resource_nak: Option<bool>,
 }
 
 /// The MP parameters of SPEC §10.3 a profile may declare (`None`: not
@@ -118,6 +121,7 @@ impl Declared {
             features: any.then_some(features),
             max_pmtu,
             mp_params,
+            mp_resource_nak: flag("mp_resource_nak")?,
         })
     }
 }
@@ -139,6 +143,9 @@ impl Declared {
         }
         if let Some(c) = d.cwnd_max {
             mp.cwnd_max = c;
+        }
+        if self.mp_resource_nak.is_some() {
+            mp.resource_nak = self.mp_resource_nak;
         }
         match (pmtu, self.max_pmtu) {
             (Some(p), _) => mp.pmtu = p,
@@ -181,6 +188,10 @@ mod tests {
             (8, 200_000, 4_000)
         );
         assert_eq!((mp.cwnd_max, mp.pmtu), (1_048_576, 1024));
+        assert_eq!(mp.resource_nak, None, "undeclared: not known");
+        let rn = Declared::from_profile(&profile(json!({"mp_resource_nak": false}))).unwrap();
+        rn.apply_mp(&mut mp, None);
+        assert_eq!(mp.resource_nak, Some(false), "MR-MPP-23 judged");
         d.apply_mp(&mut mp, Some(4096));
         assert_eq!(mp.pmtu, 4096);
         // Undeclared: nothing changes.
