@@ -229,7 +229,8 @@ pub struct MpSetup {
     #[serde(default)]
     pub peer_resource_nak: Option<bool>,
     /// The IUT responder's staging limit in bytes (`mp_max_staged_bytes`,
-    /// SPEC §2), at most the declared value; the IUT's own when absent.
+    /// SPEC §2), at most the declared value; the IUT's own when absent (or
+    /// when equal to the declared value: then not sent to the agent).
     #[serde(default)]
     pub max_staged_bytes: Option<u64>,
 }

@@ -163,7 +163,12 @@ impl Test<'_> {
                     if let Some(rn) = mp.peer_resource_nak {
                         a["mp_peer_resource_nak"] = rn.into();
                     }
-                    if let Some(b) = mp.max_staged_bytes {
+                    // Not asked of an IUT that declares that limit already
+                    // (its agent need not know the attribute).
+                    let declared = self.bed.profile.get("mp_max_staged_bytes");
+                    if let Some(b) = mp.max_staged_bytes
+                        && declared.and_then(Value::as_u64).unwrap_or(0) != b
+                    {
                         a["mp_max_staged_bytes"] = b.into();
                     }
                 }
