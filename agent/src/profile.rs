@@ -43,6 +43,11 @@ pub struct CapabilityProfile {
     pub mp_trimming: bool,
     pub mp_flow_label_entropy: bool,
     pub mp_max_staged_bytes: u64,
+    /// The MP requester understands NAK 0x66 and the responder sends it
+    /// toward a peer that does (SPEC §7.16); absent in profiles written
+    /// before v1.2, hence the default.
+    #[serde(default)]
+    pub mp_resource_nak: bool,
     /// Connection setup through the CM on QP 1 (SPEC §6.22); absent in
     /// profiles written before v1.1, hence the default.
     #[serde(default)]

@@ -542,6 +542,16 @@ pub struct Attrs {
     /// §10.3, 1–64), a local setting; absent: the implementation's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mp_reorder_threshold: Option<u8>,
+    /// The peer's requester understands NAK 0x66 (`mp_peer_resource_nak`,
+    /// SPEC §7.1, §7.16: the RN flag of its setup block): the responder
+    /// answers a packet it refuses for lack of resources with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_peer_resource_nak: Option<bool>,
+    /// The responder's staging limit in bytes (`mp_max_staged_bytes`,
+    /// SPEC §2, §7.16), a local setting of at most the declared value;
+    /// absent: the declared value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_max_staged_bytes: Option<u64>,
 }
 
 impl Attrs {
@@ -559,6 +569,8 @@ impl Attrs {
                 self.mp_flow_label_entropy.is_some(),
             ),
             ("mp_reorder_threshold", self.mp_reorder_threshold.is_some()),
+            ("mp_peer_resource_nak", self.mp_peer_resource_nak.is_some()),
+            ("mp_max_staged_bytes", self.mp_max_staged_bytes.is_some()),
         ]
         .into_iter()
         .filter(|(_, on)| *on)

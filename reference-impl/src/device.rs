@@ -311,6 +311,8 @@ impl Device {
                 window: mp.cfg.window,
                 trim_dscp: mp.cfg.trim_dscp,
                 tuning: mp.cfg.tuning,
+                peer_resource_nak: mp.cfg.peer_resource_nak,
+                max_staged_bytes: mp.cfg.max_staged_bytes,
             }),
             _ => None,
         })

@@ -73,6 +73,7 @@ fn profile_declares_mp_and_its_maxima() {
     assert_eq!(p["mp_trimming"], false, "no trimmed-packet recognition");
     assert_eq!(p["mp_flow_label_entropy"], false, "no IPv6");
     assert_eq!(p["mp_max_staged_bytes"], 16384 * 4096);
+    assert_eq!(p["mp_resource_nak"], true, "SPEC §7.16: NAK 0x66 both ways");
 }
 
 #[test]
@@ -124,6 +125,9 @@ fn mp_attribute_rules_on_init_to_rtr() {
         (mp(json!({"mp_reorder_threshold": 0})), "out_of_range", "mp_reorder_threshold"),
         (mp(json!({"mp_reorder_threshold": 65})), "out_of_range", "mp_reorder_threshold"),
         (json!({"mp_reorder_threshold": 3}), "unexpected_attribute", "mp_reorder_threshold"),
+        // mp_max_staged_bytes: at most the declared value (a local limit).
+        (mp(json!({"mp_max_staged_bytes": 16384u64 * 4096 + 1})), "out_of_range", "mp_max_staged_bytes"),
+        (json!({"mp_peer_resource_nak": true}), "unexpected_attribute", "mp_peer_resource_nak"),
     ];
     for (extra, code, field) in rules {
         rejected(&mut a, q, extra, code, &format!("attrs.{field}"));
@@ -148,7 +152,8 @@ fn mp_attribute_rules_on_init_to_rtr() {
             IP_B,
             mp(
                 json!({"mp_entropy_set": SET_A, "mp_window": 64, "mp_trim_dscp": 46,
-                      "mp_flow_label_entropy": false}),
+                      "mp_flow_label_entropy": false, "mp_peer_resource_nak": true,
+                      "mp_max_staged_bytes": 0}),
             ),
         ),
     );
@@ -165,6 +170,7 @@ fn mp_attribute_rules_on_init_to_rtr() {
     assert_eq!(at["mp_window"], 64, "MR-MPW-4: 64 is accepted as given");
     assert_eq!(at["mp_trim_dscp"], 46);
     assert_eq!(at["mp_flow_label_entropy"], false);
+    assert_eq!(at["mp_peer_resource_nak"], true, "MR-PICS-5");
     assert_eq!(at["pmtu"], 1024);
     assert!(
         v.get("udp_src_port").is_none(),

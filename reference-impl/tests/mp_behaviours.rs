@@ -386,3 +386,91 @@ fn receives_posted_in_init_serve_sends_once_the_qp_is_mp() {
         &[0x3c; 6000][..]
     );
 }
+
+#[test]
+fn sends_refused_for_want_of_staging_are_resent_without_a_loss() {
+    // MR-MPP-23, MR-MPP-25, MR-MPF-11 (SPEC v1.2 §7.16): B stages nothing
+    // and A announced RN. A WRITE (MSN 0) is lost, so the receives of the
+    // three SENDs behind it are not known: B answers each with NAK 0x66
+    // and neither places nor acknowledges them. A holds them until the
+    // WRITE, resent at its RTO, is acknowledged, then resends them. Only
+    // the WRITE's loss retires a value and counts an RTO expiry.
+    let (mut a, mut b, ea, eb, p) = unconnected_pair();
+    let mp = |seed, rn| MpAttrs {
+        entropy: MpEntropy::Seeded { n: 16, seed },
+        peer_resource_nak: rn,
+        max_staged_bytes: 0,
+        ..MpAttrs::default()
+    };
+    connect_mp(&mut a, ea, eb, IP_B, MAC_B, p, &mp(9, false));
+    connect_mp(&mut b, eb, ea, IP_A, MAC_A, p, &mp(10, true));
+    let src = a.reg_mr(ea.pd, 400, Access::LOCAL_WRITE).unwrap();
+    a.write_mr(
+        src.lkey,
+        src.addr,
+        &(0..400).map(|i| i as u8).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let target = b.reg_mr(eb.pd, 100, Access::ALL).unwrap();
+    let land = b.reg_mr(eb.pd, 300, Access::LOCAL_WRITE).unwrap();
+    for i in 0..3u64 {
+        let sg = vec![Sge {
+            addr: land.addr + 100 * i,
+            len: 100,
+            lkey: land.lkey,
+        }];
+        b.post_recv(
+            eb.qpn,
+            RecvWr {
+                wr_id: 70 + i,
+                sg_list: sg,
+            },
+        )
+        .unwrap();
+    }
+    let sge = |off: u64| {
+        vec![Sge {
+            addr: src.addr + off,
+            len: 100,
+            lkey: src.lkey,
+        }]
+    };
+    let write = WrOp::Write(remote(&target));
+    a.post_send(ea.qpn, SendWr::new(1, write, sge(0))).unwrap();
+    for i in 0..3u64 {
+        a.post_send(ea.qpn, SendWr::new(2 + i, WrOp::Send, sge(100 * (i + 1))))
+            .unwrap();
+    }
+    let first = drain(&mut a);
+    assert_eq!(first.len(), 4);
+    for f in &first[1..] {
+        b.handle_frame(0, f); // the WRITE is lost
+    }
+    let answers = drain(&mut b);
+    for f in &answers {
+        a.handle_frame(0, f);
+    }
+    let naks: Vec<u8> = answers
+        .iter()
+        .filter_map(|f| {
+            let f = Frame::parse(f, &ParseOptions::default()).ok()?;
+            f.roce?.ext.sacketh.map(|s| s.syndrome.0)
+        })
+        .collect();
+    assert_eq!(naks, [0x66; 3], "MR-MPP-23: one NAK 0x66 per refused SEND");
+    let wcs = complete_with_timers(&mut a, &mut b, ea, 0, 4, 10_000);
+    assert_eq!(
+        ids_and_statuses(&wcs),
+        [1, 2, 3, 4].map(|i| (i, WcStatus::Success))
+    );
+    let got = ids_and_statuses(&b.poll_cq(eb.cq, 8).unwrap());
+    assert_eq!(got, [70, 71, 72].map(|i| (i, WcStatus::Success)));
+    assert_eq!(
+        b.read_mr(land.lkey, land.addr, 300).unwrap(),
+        (100..400).map(|i| i as u8).collect::<Vec<_>>()
+    );
+    let c = a.counters();
+    assert_eq!(c.mp_entropy_retired, 1, "MR-MPF-11: only the WRITE's value");
+    assert_eq!(c.local_ack_timeouts, 1, "MR-MPF-11: one RTO expiry");
+    assert_eq!(c.retransmitted_packets, 4);
+}

@@ -102,6 +102,7 @@ syndrome_names[0x62] = "NAK, remote access error"
 syndrome_names[0x63] = "NAK, remote operational error"
 syndrome_names[0x64] = "NAK, invalid RD request"
 syndrome_names[0x65] = "NAK, packet trimmed (MP)"
+syndrome_names[0x66] = "NAK, resource NAK (MP)"
 field("sacketh.syndrome", ProtoField.uint8("metaroce.sacketh.syndrome", "Syndrome", base.HEX, syndrome_names))
 field("sacketh.msn", ProtoField.uint24("metaroce.sacketh.msn", "Message Sequence Number", base.DEC))
 field("sacketh.ecn_ce", ProtoField.bool("metaroce.sacketh.ecn_ce", "ECN-CE Seen (E)", 8, nil, 0x80))

@@ -84,6 +84,9 @@ impl Syndrome {
     pub const NAK_INVALID_RD_REQUEST: Syndrome = Syndrome(0x64);
     /// MetaRoCE MP NAK: packet trimmed.
     pub const NAK_TRIMMED: Syndrome = Syndrome(0x65);
+    /// MetaRoCE MP NAK: resource NAK, arrived but not accepted for lack of
+    /// receiver resources (SPEC §7.16).
+    pub const NAK_RESOURCE: Syndrome = Syndrome(0x66);
 
     /// Decodes bits 6:5 and 4:0. Bit 7 (reserved) is ignored here; it is kept
     /// in the value for round trips.
@@ -94,6 +97,27 @@ impl Syndrome {
             1 => SyndromeKind::RnrNak { timer: value },
             2 => SyndromeKind::Reserved { value },
             _ => SyndromeKind::Nak { code: value },
+        }
+    }
+}
+
+impl Syndrome {
+    /// The name of a NAK code: the five of IBA, and in an MP SACKETH
+    /// (`mp`) MetaRoCE's codes 5 (packet trimmed, SPEC §7.10) and 6
+    /// (resource NAK, §7.16). `None` for other syndromes and reserved codes.
+    pub const fn nak_name(self, mp: bool) -> Option<&'static str> {
+        match self.kind() {
+            SyndromeKind::Nak { code } => match code {
+                0 => Some("PSN sequence error"),
+                1 => Some("invalid request"),
+                2 => Some("remote access error"),
+                3 => Some("remote operational error"),
+                4 => Some("invalid RD request"),
+                5 if mp => Some("packet trimmed"),
+                6 if mp => Some("resource NAK"),
+                _ => None,
+            },
+            _ => None,
         }
     }
 }

@@ -29,6 +29,9 @@ pub struct Declared {
     /// RDMA-resource operations a requester may have outstanding on a
     /// connection whose RDMA-CM setup is not in the capture (MR-REQ-7).
     pub rd_limits: RdLimits,
+    /// `mp_resource_nak`: the requesters announce RN (SPEC §7.16); `false`
+    /// makes an MP ACK with NAK 0x66 a finding (MR-MPP-23).
+    pub mp_resource_nak: Option<bool>,
 }
 
 /// The MP parameters of SPEC §10.3 a profile may declare (`None`: not
@@ -132,6 +135,7 @@ impl Declared {
             max_pmtu,
             mp_params,
             rd_limits,
+            mp_resource_nak: flag("mp_resource_nak")?,
         })
     }
 }
@@ -153,6 +157,9 @@ impl Declared {
         }
         if let Some(c) = d.cwnd_max {
             mp.cwnd_max = c;
+        }
+        if self.mp_resource_nak.is_some() {
+            mp.resource_nak = self.mp_resource_nak;
         }
         match (pmtu, self.max_pmtu) {
             (Some(p), _) => mp.pmtu = p,
@@ -207,6 +214,10 @@ mod tests {
             (8, 200_000, 4_000)
         );
         assert_eq!((mp.cwnd_max, mp.pmtu), (1_048_576, 1024));
+        assert_eq!(mp.resource_nak, None, "undeclared: not known");
+        let rn = Declared::from_profile(&profile(json!({"mp_resource_nak": false}))).unwrap();
+        rn.apply_mp(&mut mp, None);
+        assert_eq!(mp.resource_nak, Some(false), "MR-MPP-23 judged");
         d.apply_mp(&mut mp, Some(4096));
         assert_eq!(mp.pmtu, 4096);
         // Undeclared: nothing changes.

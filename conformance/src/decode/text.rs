@@ -308,12 +308,18 @@ fn bth_text(b: &BthRepr, dialect: Dialect, out: &mut String) {
         .line("Packet Sequence Number", b.psn.value());
 }
 
-fn syndrome_text(value: u8) -> String {
-    let kind = match metaroce_codec::ext::Syndrome(value).kind() {
+/// A syndrome as text; `mp`: in an MP SACKETH, where NAK codes 5 and 6
+/// have names.
+fn syndrome_text(value: u8, mp: bool) -> String {
+    let syndrome = metaroce_codec::ext::Syndrome(value);
+    let kind = match syndrome.kind() {
         SyndromeKind::Ack { credit_code } => format!("ACK, credit code {credit_code}"),
         SyndromeKind::RnrNak { timer } => format!("RNR NAK, timer code {timer}"),
         SyndromeKind::Reserved { value } => format!("reserved type, value {value}"),
-        SyndromeKind::Nak { code } => format!("NAK, code {code}"),
+        SyndromeKind::Nak { code } => match syndrome.nak_name(mp) {
+            Some(name) => format!("NAK, code {code}: {name}"),
+            None => format!("NAK, code {code}"),
+        },
     };
     format!("0x{value:02x} ({kind})")
 }
@@ -342,7 +348,7 @@ fn ext_text(ext: &ExtHeaders, out: &mut String) {
     }
     if let Some(h) = ext.sacketh {
         header(out, 4, "Selective ACK ETH (SACKETH)")
-            .line("Syndrome", syndrome_text(h.syndrome.0))
+            .line("Syndrome", syndrome_text(h.syndrome.0, true))
             .line("Message Sequence Number", h.msn.value())
             .line("ECN-CE Seen", flag(h.ecn_ce))
             .line("Retransmission Echo", flag(h.retransmission))
@@ -372,7 +378,7 @@ fn ext_text(ext: &ExtHeaders, out: &mut String) {
     }
     if let Some(h) = ext.aeth {
         header(out, 4, "ACK ETH")
-            .line("Syndrome", syndrome_text(h.syndrome.0))
+            .line("Syndrome", syndrome_text(h.syndrome.0, false))
             .line("Message Sequence Number", h.msn.value());
     }
     if let Some(h) = ext.atomic_ack_eth {

@@ -226,6 +226,16 @@ pub struct MpSetup {
     /// value when absent.
     #[serde(default)]
     pub reorder_threshold: Option<u8>,
+    /// The harness's requester announces RN (`mp_peer_resource_nak`, SPEC
+    /// §7.1, §7.16): the IUT's responder may answer a refusal with NAK
+    /// 0x66. Not given when absent (the IUT's default: false).
+    #[serde(default)]
+    pub peer_resource_nak: Option<bool>,
+    /// The IUT responder's staging limit in bytes (`mp_max_staged_bytes`,
+    /// SPEC §2), at most the declared value; the IUT's own when absent (or
+    /// when equal to the declared value: then not sent to the agent).
+    #[serde(default)]
+    pub max_staged_bytes: Option<u64>,
 }
 
 fn default_entropy() -> u16 {

@@ -190,10 +190,28 @@ pub(super) fn negotiate(
         }
         tuning.reorder_threshold = k;
     }
+    // A local limit below the declared one (SPEC §2 `mp_max_staged_bytes`).
+    let max_staged_bytes = match a.mp_max_staged_bytes {
+        Some(b) if b > p.mp_max_staged_bytes => {
+            return Err(bad(
+                ErrorCode::OutOfRange,
+                &field("mp_max_staged_bytes"),
+                format!(
+                    "{b} is above the declared mp_max_staged_bytes {}",
+                    p.mp_max_staged_bytes
+                ),
+            ));
+        }
+        Some(b) => b,
+        None => u64::MAX,
+    };
     Ok(Some(MpAttrs {
         entropy,
         window,
         trim_dscp: a.mp_trim_dscp,
         tuning,
+        // SPEC §7.1, §7.16: what the peer announced (RN) out of band.
+        peer_resource_nak: a.mp_peer_resource_nak == Some(true),
+        max_staged_bytes,
     }))
 }

@@ -54,6 +54,7 @@ pub fn reference_profile(cfg: &DeviceConfig) -> CapabilityProfile {
         mp_trimming: false,
         mp_flow_label_entropy: false,
         mp_max_staged_bytes: u64::from(WINDOW_MAX) * u64::from(cfg.max_pmtu),
+        mp_resource_nak: true,
         cm: false,
         host_big_endian: cfg!(target_endian = "big"),
         mp_reorder_threshold: Some(u64::from(t.reorder_threshold)),

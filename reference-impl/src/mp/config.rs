@@ -85,16 +85,27 @@ pub struct MpAttrs {
     pub trim_dscp: Option<u8>,
     /// Local constants.
     pub tuning: MpTuning,
+    /// `mp_peer_resource_nak`: the peer's requester understands NAK 0x66
+    /// (SPEC §7.1, §7.16), so the responder answers a packet it refuses
+    /// for lack of staging with it instead of dropping it (MR-MPP-23).
+    pub peer_resource_nak: bool,
+    /// The responder's staging limit in bytes (`mp_max_staged_bytes`,
+    /// SPEC §2): SEND payload kept while its receive work request is not
+    /// yet known. `u64::MAX`: bounded only by the window.
+    pub max_staged_bytes: u64,
 }
 
 impl Default for MpAttrs {
-    /// N = 128 values from seed 0, W = 1024, no trimming, §10.3 constants.
+    /// N = 128 values from seed 0, W = 1024, no trimming, §10.3 constants,
+    /// a peer without RN, staging bounded only by the window.
     fn default() -> Self {
         MpAttrs {
             entropy: MpEntropy::Seeded { n: 128, seed: 0 },
             window: 1024,
             trim_dscp: None,
             tuning: MpTuning::default(),
+            peer_resource_nak: false,
+            max_staged_bytes: u64::MAX,
         }
     }
 }
@@ -113,6 +124,8 @@ pub(crate) struct MpConfig {
     pub window: u32,
     pub trim_dscp: Option<u8>,
     pub tuning: MpTuning,
+    pub peer_resource_nak: bool,
+    pub max_staged_bytes: u64,
 }
 
 fn range(ok: bool, name: &'static str) -> Result<(), VerbsError> {
@@ -204,6 +217,8 @@ impl MpAttrs {
             window: self.window,
             trim_dscp: self.trim_dscp,
             tuning: self.tuning,
+            peer_resource_nak: self.peer_resource_nak,
+            max_staged_bytes: self.max_staged_bytes,
         })
     }
 }

@@ -148,6 +148,8 @@ impl Test<'_> {
                         trim_dscp: None,
                         entropy_set: None,
                         reorder_threshold: None,
+                        peer_resource_nak: None,
+                        max_staged_bytes: None,
                     });
                     a["mp"] = Value::Bool(true);
                     a["mp_entropy_set_size"] = mp.entropy_set_size.into();
@@ -160,6 +162,17 @@ impl Test<'_> {
                     }
                     if let Some(k) = mp.reorder_threshold {
                         a["mp_reorder_threshold"] = k.into();
+                    }
+                    if let Some(rn) = mp.peer_resource_nak {
+                        a["mp_peer_resource_nak"] = rn.into();
+                    }
+                    // Not asked of an IUT that declares that limit already
+                    // (its agent need not know the attribute).
+                    let declared = self.bed.profile.get("mp_max_staged_bytes");
+                    if let Some(b) = mp.max_staged_bytes
+                        && declared.and_then(Value::as_u64).unwrap_or(0) != b
+                    {
+                        a["mp_max_staged_bytes"] = b.into();
                     }
                 }
                 a

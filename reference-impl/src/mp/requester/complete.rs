@@ -96,6 +96,7 @@ impl MpRequester {
         }
         if !acked.seqs.is_empty() {
             self.progressed(cfg);
+            self.release_refused(now);
         }
         if pkt.bth.opcode == Opcode::MP_ATOMIC_ACK {
             self.atomic_result(cfg, pkt, &s, acked, env);
@@ -154,6 +155,24 @@ impl MpRequester {
                 }
                 self.rnr_msn = Some(unit.msn);
                 self.rnr_until = Some(now + rnr_timer_ns(syn & 0x1F));
+            }
+            0x66 => {
+                // MR-MPP-25: arrived, not acknowledged; counted against
+                // rnr_retry as an RNR NAK is (§6.11).
+                let Some(b) = base.filter(|&b| {
+                    self.units
+                        .get(b)
+                        .is_some_and(|u| u.state != UnitState::Sacked)
+                }) else {
+                    return;
+                };
+                if cfg.rnr_retry != 7 {
+                    if self.rnr_left == 0 {
+                        return self.fail_at(cfg, env, base, WcStatus::RnrRetryExcErr);
+                    }
+                    self.rnr_left -= 1;
+                }
+                self.refuse(b, now);
             }
             0x65 => {
                 // MR-MPT-6, MR-MPT-7: resend now; no retirement.

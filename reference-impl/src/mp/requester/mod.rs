@@ -22,7 +22,7 @@ use crate::error::VerbsError;
 use crate::qp_config::{Env, QpConfig};
 use crate::wr::{SendWr, WrOp};
 use metaroce_codec::Psn;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One send work request of an MP QP.
 #[derive(Clone, Debug)]
@@ -114,6 +114,10 @@ pub(crate) struct MpRequester {
     pub(super) rnr_until: Option<u64>,
     /// The message refused by the RNR NAK being waited out.
     pub(super) rnr_msn: Option<u64>,
+    /// Units named by a resource NAK (MR-MPP-25), out of the flight until
+    /// every earlier PSN is acknowledged or this deadline (one RTO after
+    /// the NAK) passes.
+    pub(super) refused: BTreeMap<u64, u64>,
     pub(super) k: u32,
     /// Rule (a) of §7.8 over the units' transmission orders.
     pub(super) reorder: ReorderWatch,
@@ -159,6 +163,7 @@ impl MpRequester {
             rnr_left: cfg.rnr_retry,
             rnr_until: None,
             rnr_msn: None,
+            refused: BTreeMap::new(),
             k: u32::from(t.reorder_threshold),
             reorder: ReorderWatch::new(u32::from(t.reorder_threshold)),
             acked_seqs: Vec::new(),
@@ -335,6 +340,7 @@ impl MpRequester {
         self.in_flight = 0;
         self.rd_outstanding = 0;
         self.rnr_until = None;
+        self.refused.clear();
         self.probe_now.clear();
     }
 
@@ -444,10 +450,17 @@ impl MpRequester {
             .filter(|w| self.read_timed(w))
             .map(|w| w.activity + rto)
             .min();
-        [oldest, reads, self.probes.deadline(), self.rnr_until]
-            .into_iter()
-            .flatten()
-            .min()
+        let refused = self.refused.values().min().copied();
+        [
+            oldest,
+            reads,
+            self.probes.deadline(),
+            self.rnr_until,
+            refused,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// RTO expiries (MR-MPL-5, MR-MPL-8, MR-MPR-6), the end of an RNR wait
@@ -468,6 +481,7 @@ impl MpRequester {
                 }
             }
         }
+        self.release_refused(now);
         let rto = self.rtt.rto();
         // Rule (b) of §7.8 (MR-MPL-5): the timer expires when the oldest
         // transmission in flight is older than the RTO (doubled after
@@ -561,6 +575,45 @@ impl MpRequester {
             u.state = UnitState::Lost;
             u.lost_by = Some(LossRule::Timeout);
             self.retx.insert(key);
+        }
+    }
+
+    /// MR-MPP-25: the unit named by a resource NAK arrived and was not
+    /// accepted. It leaves the flight without a loss verdict (no
+    /// retirement, no decrease, no RTO expiry: MR-MPF-11) and is resent
+    /// once every earlier PSN is acknowledged or one RTO after the NAK.
+    pub(super) fn refuse(&mut self, key: u64, now: u64) {
+        let Some(u) = self.units.get_mut(key) else {
+            return;
+        };
+        if u.state != UnitState::InFlight {
+            return; // already to be resent, or acknowledged
+        }
+        self.in_flight = self.in_flight.saturating_sub(u.bytes);
+        u.state = UnitState::Lost;
+        u.lost_by = None;
+        self.refused.insert(key, now + self.rtt.rto());
+        self.release_refused(now);
+    }
+
+    /// Moves the refused units whose turn has come to the resend queue.
+    pub(super) fn release_refused(&mut self, now: u64) {
+        while let Some(key) = self
+            .refused
+            .iter()
+            .find(|&(&key, &due)| {
+                due <= now || self.cum_next >= key || self.units.first_in(0, key).is_none()
+            })
+            .map(|(&key, _)| key)
+        {
+            self.refused.remove(&key);
+            if self
+                .units
+                .get(key)
+                .is_some_and(|u| u.state == UnitState::Lost)
+            {
+                self.retx.insert(key);
+            }
         }
     }
 

@@ -87,6 +87,11 @@ pub(crate) struct MpResponder {
     pub(super) last: Option<Trigger>,
     pub(super) entropy: EntropySet,
     pub(super) rnr_last: Option<u64>,
+    /// SEND payload bytes staged, and the limit (`mp_max_staged_bytes`).
+    pub(super) staged_bytes: u64,
+    pub(super) max_staged: u64,
+    /// The peer announced RN: refusals get NAK 0x66 (MR-MPP-23).
+    pub(super) peer_rn: bool,
     pub(super) coalesce_count: u32,
     pub(super) coalesce_time: u64,
     pub(super) now: u64,
@@ -115,6 +120,9 @@ impl MpResponder {
             last: None,
             entropy: EntropySet::new(mp.values.clone(), seed ^ 0x5A5A),
             rnr_last: None,
+            staged_bytes: 0,
+            max_staged: mp.max_staged_bytes,
+            peer_rn: mp.peer_resource_nak,
             coalesce_count: u32::from(mp.tuning.ack_coalesce_count),
             coalesce_time: mp.tuning.ack_coalesce_time_ns,
             now: 0,
@@ -149,6 +157,7 @@ impl MpResponder {
         self.msgs.clear();
         self.jobs.clear();
         self.uncovered = 0;
+        self.staged_bytes = 0;
     }
 
     /// The coalescing deadline (MR-MPA-2).

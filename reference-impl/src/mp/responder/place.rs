@@ -17,6 +17,8 @@ use metaroce_codec::ext::RethRepr;
 const NAK_INVALID: u8 = 0x61;
 const NAK_ACCESS: u8 = 0x62;
 const NAK_OPERATIONAL: u8 = 0x63;
+/// NAK code 6, resource NAK (SPEC §7.16).
+const NAK_RESOURCE: u8 = 0x66;
 const MAX_LEN: u32 = 1 << 31;
 
 /// A fatal condition: the syndrome and the PSN index it names.
@@ -198,8 +200,22 @@ impl MpResponder {
                     });
                 }
                 return Ok(());
+            } else if self.max_staged == 0 || self.staged_bytes + u64::from(len) > self.max_staged {
+                // MR-MPP-23, MR-MPP-24: no room to stage it: neither placed,
+                // staged nor acknowledged; NAK 0x66 toward a peer that
+                // announced RN, else dropped.
+                if self.peer_rn {
+                    self.push_ack(Trigger {
+                        syndrome: NAK_RESOURCE,
+                        nak_base: Some(idx),
+                        idx: Some(idx),
+                        ..t
+                    });
+                }
+                return Ok(());
             } else {
                 // MR-MPP-5: staged, so it may be acknowledged.
+                self.staged_bytes += u64::from(len);
                 msg.staged.push((m.offset, pkt.payload.to_vec()));
             }
         }
@@ -220,6 +236,7 @@ impl MpResponder {
                     return Ok(());
                 };
                 for (off, data) in std::mem::take(&mut m.staged) {
+                    self.staged_bytes = self.staged_bytes.saturating_sub(data.len() as u64);
                     place_send(cfg, env, &wr, off, &data).map_err(|s| (s, m.first))?;
                 }
                 m.wr = Some(wr);

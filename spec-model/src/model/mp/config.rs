@@ -54,6 +54,19 @@ pub struct MpConfig {
     pub min_rnr_timer: u8,
     /// `mp_max_staged_bytes` (0: the responder never stages SEND data).
     pub max_staged_bytes: u64,
+    /// Whether the requester of the direction this configuration serves
+    /// announced RN (§7.16: its implementation declares `mp_resource_nak`;
+    /// out of band, the responder's `mp_peer_resource_nak`). `Some(true)`:
+    /// the responder may answer a refusal for lack of resources with NAK
+    /// 0x66 and the requester treats it as MR-MPP-25 says; `Some(false)`:
+    /// a 0x66 toward it is a finding (MR-MPP-23) and ends its QP
+    /// (MR-MPP-16); `None` (default): not known, so the responder model
+    /// never sends 0x66, the requester model follows MR-MPP-25 and the
+    /// judge reports nothing.
+    pub resource_nak: Option<bool>,
+    /// `rnr_retry` (0–7, 7 meaning unlimited): RNR NAKs and resource NAKs
+    /// counted before RNR_RETRY_EXC_ERR (§6.11, MR-MPP-25).
+    pub rnr_retry: u32,
     /// The responder host stores 64-bit integers little-endian (atomics, §6.16).
     pub host_little_endian: bool,
 }
@@ -85,6 +98,8 @@ impl Default for MpConfig {
             max_dest_rd_atomic: 16,
             min_rnr_timer: 12,
             max_staged_bytes: 0,
+            resource_nak: None,
+            rnr_retry: 7,
             host_little_endian: true,
         }
     }

@@ -71,6 +71,7 @@
 
 use super::MpConfig;
 use crate::Finding;
+use metaroce_codec::ext::Syndrome;
 use metaroce_codec::{Opcode, Psn, RocePacket};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -227,6 +228,9 @@ pub struct MpJudge {
     acked_seqs: BTreeSet<u64>,
     /// PSNs named by a NAK 0x65.
     trim_naked: BTreeSet<u32>,
+    /// PSNs named by a resource NAK 0x66 (§7.16): arrived, not accepted,
+    /// out of flight, resent without being deemed lost (MR-MPP-25).
+    resource_naked: BTreeSet<u32>,
     /// Per entropy value, the orders of its last two uses.
     uses: BTreeMap<u16, Vec<u64>>,
     /// Values that may have been ineligible (E echoed, loss, probe): the
@@ -269,6 +273,7 @@ impl MpJudge {
             paths: BTreeMap::new(),
             acked_seqs: BTreeSet::new(),
             trim_naked: BTreeSet::new(),
+            resource_naked: BTreeSet::new(),
             uses: BTreeMap::new(),
             doubtful: BTreeMap::new(),
             retired: BTreeSet::new(),
@@ -404,6 +409,9 @@ impl MpJudge {
                 .keys()
                 .any(|&o| !self.acked(Psn::new(o)) && psn.is_after(Psn::new(o)));
         let mut exempt = false;
+        // A resend that only a resource NAK explains retires no value
+        // (MR-MPF-11).
+        let mut refused_only = false;
         // Retransmission checks. A PSN cumulatively acknowledged has been
         // sent (the responder received it), so any request that carries it
         // again is a retransmission, whether or not the capture holds the
@@ -446,8 +454,11 @@ impl MpJudge {
                 let may_be_lost = later_acked >= k
                     || age.saturating_add(self.tolerance_ns) >= self.cfg.rto_min
                     || self.trim_naked.contains(&psn.value());
+                // MR-MPP-25: a PSN named by a resource NAK is resent
+                // without a loss verdict.
+                refused_only = !may_be_lost && self.resource_naked.contains(&psn.value());
                 exempt = oldest && may_be_lost;
-                if !may_be_lost {
+                if !may_be_lost && !refused_only {
                     self.report(
                         "MR-MPL-4",
                         format!(
@@ -475,10 +486,13 @@ impl MpJudge {
                 );
             }
             // The lost copy's value may be retired now.
-            self.doubtful.insert(prev.ev, seq);
-            self.retired.insert(prev.ev);
+            if !refused_only {
+                self.doubtful.insert(prev.ev, seq);
+                self.retired.insert(prev.ev);
+            }
         }
         self.trim_naked.remove(&psn.value());
+        self.resource_naked.remove(&psn.value());
         // Bytes in flight, lower bound: unacknowledged, not NAKed, younger
         // than the smallest possible RTO and with fewer than K later PSNs
         // acknowledged, so none of them can have been deemed lost.
@@ -489,6 +503,7 @@ impl MpJudge {
             .filter(|&(&q, s)| {
                 !self.acked(Psn::new(q))
                     && !self.trim_naked.contains(&q)
+                    && !self.resource_naked.contains(&q)
                     && now.saturating_sub(s.time).saturating_add(self.tolerance_ns)
                         < self.cfg.rto_min
                     && self.acked_after(s.seq, k) < k
@@ -743,6 +758,21 @@ impl MpJudge {
             self.trim_naked.insert(s.sack_base_psn.value());
             self.ack_due.remove(&s.sack_base_psn.value());
         }
+        if s.syndrome == Syndrome::NAK_RESOURCE {
+            // MR-MPP-23: only toward a requester that announced RN.
+            if self.cfg.resource_nak == Some(false) {
+                self.report(
+                    "MR-MPP-23",
+                    format!(
+                        "resource NAK 0x66 for PSN {} toward a requester that did not announce RN",
+                        s.sack_base_psn
+                    ),
+                    vec![frame],
+                );
+            }
+            self.resource_naked.insert(s.sack_base_psn.value());
+            self.ack_due.remove(&s.sack_base_psn.value());
+        }
         // Record what is now acknowledged.
         let newly: Vec<u64> = self
             .sent
@@ -914,6 +944,7 @@ impl MpJudge {
         let Some(c) = self.cum else { return };
         self.sent.retain(|&q, _| Psn::new(q).is_after(c));
         self.trim_naked.retain(|&q| Psn::new(q).is_after(c));
+        self.resource_naked.retain(|&q| Psn::new(q).is_after(c));
         let oldest = self
             .sent
             .iter()

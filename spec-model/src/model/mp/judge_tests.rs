@@ -832,3 +832,49 @@ fn sender_clock_capture_compares_stamps_directly() {
     let k = j.request(&stamped(2, true, 15).roce(), 2, 30);
     assert!(k.findings.is_empty(), "{:?}", k.findings);
 }
+
+/// A resource NAK 0x66 naming `q`.
+fn resource_nak(q: u32) -> Wire {
+    wire(ack(
+        0xFF_FFFF,
+        SackethRepr {
+            syndrome: Syndrome::NAK_RESOURCE,
+            sack_base_psn: Psn::new(q),
+            ..SackethRepr::default()
+        },
+    ))
+}
+
+#[test]
+fn resource_nak_toward_requester_without_rn_mr_mpp_23() {
+    // Not known whether the requester announced RN (a capture): nothing.
+    let j = MpJudge::new(cfg(), CapturePoint::Requester);
+    let j = j.request(&data(0, false).roce(), 1, 0);
+    assert!(j.ack(&resource_nak(0).roce(), 5).findings.is_empty());
+    // It announced RN: nothing; it did not: MR-MPP-23.
+    for (rn, want) in [(Some(true), vec![]), (Some(false), vec!["MR-MPP-23"])] {
+        let c = MpConfig {
+            resource_nak: rn,
+            ..cfg()
+        };
+        let j = MpJudge::new(c, CapturePoint::Requester).request(&data(0, false).roce(), 1, 0);
+        assert_eq!(ids(&j.ack(&resource_nak(0).roce(), 5).findings), want);
+    }
+}
+
+#[test]
+fn resend_after_resource_nak_is_no_early_retransmission_mr_mpp_25() {
+    let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+    for i in 0..3u32 {
+        j = j.request(&data(i, false).roce(), (i % 3 + 1) as u16, u64::from(i));
+    }
+    // PSN 1 resent 10 ns later, before it could be deemed lost: MR-MPL-4 ...
+    let early = j.request(&data(1, true).roce(), 3, 10);
+    assert_eq!(ids(&early.findings), vec!["MR-MPL-4"]);
+    // ... unless a resource NAK named it (MR-MPP-25): no finding, and its
+    // value is not taken as retired (MR-MPF-11).
+    let j = j.ack(&resource_nak(1).roce(), 8);
+    let j = j.request(&data(1, true).roce(), 3, 10);
+    assert!(j.findings.is_empty(), "{:?}", j.findings);
+    assert!(!j.retired.contains(&2), "MR-MPF-11");
+}

@@ -89,12 +89,37 @@ impl MpRequester {
                     self.deem_lost(start, LossCause::Trimmed, now);
                 }
             }
+            SyndromeKind::Nak { code: 6 } if self.cfg.resource_nak != Some(false) => {
+                // MR-MPP-25: arrived, not acknowledged; counted against
+                // rnr_retry as an RNR NAK (§6.11).
+                if let Some(idx) = self.idx_of(s.sack_base_psn)
+                    && let Some((&start, seg)) = self.segs.range(..=idx).next_back()
+                    && idx < start + u64::from(seg.npsn)
+                    && !seg.acked
+                {
+                    if let Some(out) = self.count_rnr(s.sack_base_psn) {
+                        self.cum_idx = self.cum_idx.max(cum);
+                        return out;
+                    }
+                    if let Some(seg) = self.segs.get_mut(&start)
+                        && seg.lost.is_none()
+                    {
+                        seg.lost = Some(LossCause::Resource);
+                        let rto = self.rtt.rto(&self.cfg);
+                        self.refused.insert(start, now.saturating_add(rto));
+                    }
+                }
+            }
             SyndromeKind::Nak { code } => {
                 // The BTH PSN still acknowledges cumulatively.
                 self.cum_idx = self.cum_idx.max(cum);
                 return self.fatal_nak(code, s.sack_base_psn);
             }
             SyndromeKind::RnrNak { timer } => {
+                if let Some(out) = self.count_rnr(s.sack_base_psn) {
+                    self.cum_idx = self.cum_idx.max(cum);
+                    return out;
+                }
                 // MR-MPP-18: hold new messages; retransmit the refused message after the wait.
                 self.rnr_until = now.saturating_add(crate::model::mp::config::rnr_timer_ns(timer));
                 if let Some(idx) = self.idx_of(s.sack_base_psn)
@@ -172,7 +197,23 @@ impl MpRequester {
         for i in drop {
             self.segs.remove(&i);
         }
+        self.refused
+            .retain(|i, _| self.segs.get(i).is_some_and(|s| !s.acked));
         out
+    }
+
+    /// Counts an RNR or resource NAK against `rnr_retry` (§6.11, 7 meaning
+    /// unlimited): past it, the work request holding `base` completes with
+    /// RNR_RETRY_EXC_ERR and the QP enters ERR (MR-MPP-25, MR-RNR-6).
+    fn count_rnr(&mut self, base: metaroce_codec::Psn) -> Option<Outcomes> {
+        if self.cfg.rnr_retry >= 7 {
+            return None;
+        }
+        if self.rnr_naks < self.cfg.rnr_retry {
+            self.rnr_naks += 1;
+            return None;
+        }
+        Some(self.fail_at(base, WcStatus::RnrRetryExcErr, &["MR-MPP-25"]))
     }
 
     fn awaits_atomic(&self, wr: u64) -> bool {
@@ -191,6 +232,18 @@ impl MpRequester {
             2 => WcStatus::RemAccessErr,
             _ => WcStatus::RemOpErr,
         };
+        self.fail_at(base, status, &["MR-MPP-16"])
+    }
+
+    /// The work request holding `base` completes with `status`, earlier
+    /// fully acknowledged ones with SUCCESS, other earlier ones with
+    /// WR_FLUSH_ERR; the QP enters ERR.
+    fn fail_at(
+        &mut self,
+        base: metaroce_codec::Psn,
+        status: WcStatus,
+        reqs: &'static [&'static str],
+    ) -> Outcomes {
         let idx = self.idx_of(base).unwrap_or(u64::MAX);
         let mut out = Outcomes::none();
         let wrs: Vec<_> = self.wrs.values().cloned().collect();
@@ -204,7 +257,7 @@ impl MpRequester {
                 WcStatus::WrFlushErr
             };
             out = out.require(
-                &["MR-MPP-16"],
+                reqs,
                 Effect::Complete(CompletionSpec {
                     wr: w.wr.wr,
                     status: Field::Exact(st),
@@ -215,7 +268,7 @@ impl MpRequester {
         }
         self.wrs.clear();
         self.error = true;
-        out.require(&["MR-MPP-16"], Effect::EnterError)
+        out.require(reqs, Effect::EnterError)
     }
 
     /// Every PSN of work request `wr` acknowledged.

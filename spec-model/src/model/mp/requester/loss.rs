@@ -24,7 +24,7 @@ impl MpRequester {
             LossCause::Reorder => Some(LossEvent::Reorder),
             LossCause::Timeout => Some(LossEvent::Timeout { since: seg.tx_time }),
             LossCause::Trimmed => Some(LossEvent::Trim),
-            LossCause::Rnr => None,
+            LossCause::Rnr | LossCause::Resource => None,
         };
         if matches!(cause, LossCause::Reorder | LossCause::Timeout)
             && self.entropy.retire(ev, now, self.cfg.retire_hold)

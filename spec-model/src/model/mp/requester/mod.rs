@@ -142,6 +142,10 @@ pub enum LossCause {
     Trimmed,
     /// RNR NAK: retransmit after the RNR wait (MR-MPP-18).
     Rnr,
+    /// Resource NAK 0x66: arrived, not accepted; resent once every earlier
+    /// PSN is acknowledged or one RTO after the NAK (MR-MPP-25). Not a
+    /// loss: no retirement, no decrease, no RTO expiry (MR-MPF-11).
+    Resource,
 }
 
 /// One transmitted unit: a packet, or a READ request with its reserved PSNs.
@@ -249,6 +253,11 @@ pub struct MpRequester {
     pub cc: CcState,
     /// No new message before this time (RNR wait, MR-MPP-18).
     pub rnr_until: u64,
+    /// Units named by a resource NAK, with the time one RTO after it
+    /// (MR-MPP-25).
+    pub refused: BTreeMap<u64, u64>,
+    /// RNR and resource NAKs counted against `rnr_retry` (MR-MPP-25).
+    pub rnr_naks: u32,
     /// Consecutive RTO expirations without new acknowledgements (MR-MPL-8).
     pub retries: u32,
     /// Time of the latest acknowledgement (tail-loss probe, MR-MPL-10).
@@ -284,6 +293,8 @@ impl MpRequester {
             rtt: RttState::default(),
             cc,
             rnr_until: 0,
+            refused: BTreeMap::new(),
+            rnr_naks: 0,
             retries: 0,
             last_ack_time: 0,
             last_sent_idx: None,
@@ -370,6 +381,15 @@ impl MpRequester {
             })
             .sum();
         data + reads
+    }
+
+    /// Whether the unit at `idx`, named by a resource NAK, may be resent at
+    /// `now`: every earlier PSN is acknowledged, or one RTO has passed since
+    /// the NAK (MR-MPP-25).
+    pub fn resource_due(&self, idx: u64, now: u64) -> bool {
+        self.refused.get(&idx).is_none_or(|&t| now >= t)
+            || (idx as i64) <= self.cum_idx + 1
+            || self.segs.range(..idx).all(|(_, s)| s.acked)
     }
 
     /// Index of the unit holding the oldest unacknowledged PSN (§7.12), if any.

@@ -134,6 +134,9 @@ impl MpRequester {
             if cause == LossCause::Rnr && now < self.rnr_until {
                 continue;
             }
+            if cause == LossCause::Resource && !self.resource_due(idx, now) {
+                continue;
+            }
             // MR-MPC-10: the oldest unacknowledged PSN, deemed lost, may go
             // beyond cwnd (once: its retransmission clears `lost`).
             let exempt = oldest == Some(idx);
@@ -150,6 +153,7 @@ impl MpRequester {
                 LossCause::Timeout => &["MR-MPL-5", "MR-MPL-7", "MR-MPC-1"],
                 LossCause::Trimmed => &["MR-MPT-6", "MR-MPL-7", "MR-MPC-1"],
                 LossCause::Rnr => &["MR-MPP-18", "MR-MPL-7"],
+                LossCause::Resource => &["MR-MPP-25", "MR-MPL-7"],
             };
             if fits(inflight, u64::from(seg.len)) {
                 out = out.require(reqs, Effect::Send(spec));

@@ -171,6 +171,15 @@ impl MpRequester {
                     "retransmission before the RNR wait ended",
                 ));
             }
+            if seg.lost == Some(LossCause::Resource) && !self.resource_due(start, now) {
+                f.push(Finding::new(
+                    "MR-MPP-25",
+                    format!(
+                        "PSN {} named by a resource NAK resent before every earlier PSN was acknowledged or one RTO passed",
+                        p.bth.psn
+                    ),
+                ));
+            }
             if let Some(w) = self.wrs.get(&seg.wr) {
                 let mut spec = self.packet_spec(w, seg.offset, true, now);
                 spec.udp_src_port = crate::model::Field::Any;
@@ -227,6 +236,7 @@ impl MpRequester {
                 s.tx_seq = seq;
                 s.entropy = ev;
                 s.lost = None;
+                self.refused.remove(&start);
             }
             let wr = seg.wr;
             self.refresh_read_request(wr, seq, now);

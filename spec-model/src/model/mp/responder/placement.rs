@@ -285,10 +285,16 @@ impl MpResponder {
                         || self.cfg.max_staged_bytes == 0
                     {
                         // MR-MPP-4 / MR-MPP-5: neither placed nor staged, so
-                        // not received and not acknowledged.
+                        // not received and not acknowledged; MR-MPP-23: NAK
+                        // 0x66 only toward a requester that announced RN.
                         let ack = self.ack_spec(t);
-                        return Outcomes::none()
-                            .allow(&["MR-MPP-4", "MR-MPP-5"], Effect::Send(ack));
+                        let out =
+                            Outcomes::none().allow(&["MR-MPP-4", "MR-MPP-5"], Effect::Send(ack));
+                        if self.cfg.resource_nak == Some(true) {
+                            let nak = self.nak_spec(Syndrome::NAK_RESOURCE, t);
+                            return out.allow(&["MR-MPP-23", "MR-MPP-24"], Effect::Send(nak));
+                        }
+                        return out;
                     }
                     self.staged_bytes += len;
                     if let Some(msg) = self.messages.get_mut(&index) {

@@ -690,3 +690,4 @@ fn rnr_nak_holds_then_retransmits_mr_mpp_18() {
 
 mod congestion;
 mod headers_atomic;
+mod resource;

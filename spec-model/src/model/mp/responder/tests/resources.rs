@@ -88,3 +88,31 @@ fn executed_atomic_kept_mr_mpr_10() {
         "MR-MPR-10: evicted"
     );
 }
+
+#[test]
+fn resource_nak_only_toward_rn_mr_mpp_23() {
+    // MSN 1 (a SEND) arrives while MSN 0 is unknown, with no staging.
+    let nak_sends = |rn: Option<bool>| {
+        let mut r = responder();
+        r.cfg.resource_nak = rn;
+        let (r, o) = step(&r, req(Opcode::MP_SEND, 101, 1, 0, 3, &[3; 3]), 0);
+        assert!(!r.received.is_received(psn(101)), "MR-MPP-23: not accepted");
+        assert!(
+            required_sends(&o).is_empty(),
+            "MR-MPP-23: a drop is allowed"
+        );
+        optional_sends(&o)
+            .into_iter()
+            .filter(|s| s.syndrome == Some(SyndromeSpec::Exact(Syndrome::NAK_RESOURCE)))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    // Toward a requester that announced RN: NAK 0x66 naming the PSN.
+    let naks = nak_sends(Some(true));
+    assert_eq!(naks.len(), 1, "MR-MPP-23");
+    assert_eq!(naks[0].sacketh.sack_base_psn, Field::Exact(psn(101)));
+    assert_eq!(naks[0].sacketh.sack_bitmap, Field::Exact(0), "MR-MPP-23");
+    // Toward any other peer (or one not known to): never.
+    assert!(nak_sends(Some(false)).is_empty(), "MR-MPP-23");
+    assert!(nak_sends(None).is_empty(), "MR-MPP-23");
+}
