@@ -83,9 +83,19 @@ impl MpRequester {
     /// A missing response is a loss event: it decreases cwnd when it has
     /// congestion evidence (MR-MPC-7, §7.12); the RTO's timer started at the
     /// READ's latest request or response.
-    pub(crate) fn detect_read_missing(&mut self, now: u64, by_timer: bool) {
+    ///
+    /// Returns whether the timer fired for a READ with no unacknowledged PSN
+    /// before its own, which counts as an RTO expiry (§7.9).
+    pub(crate) fn detect_read_missing(&mut self, now: u64, by_timer: bool) -> bool {
         let k = self.cfg.reorder_threshold as usize;
         let rto = self.rtt.rto(&self.cfg);
+        let mut counted = false;
+        let unacked_before: Vec<u64> = self
+            .segs
+            .iter()
+            .filter(|(_, s)| !s.acked)
+            .map(|(&i, _)| i)
+            .collect();
         // The loss events found: K later responses, or the RTO since the
         // timer's start.
         let mut events: Vec<LossEvent> = Vec::new();
@@ -99,6 +109,7 @@ impl MpRequester {
                 continue;
             }
             let stale = by_timer && now.saturating_sub(r.last_activity) >= rto;
+            let behind = unacked_before.iter().any(|&i| i < first);
             for i in 0..n {
                 if r.received.contains(&i) || r.missing.contains(&i) {
                     continue;
@@ -109,6 +120,9 @@ impl MpRequester {
                     .filter(|&&(idx, seq)| idx > first + u64::from(i) && seq >= since)
                     .count();
                 if later >= k || stale {
+                    if later < k && !behind {
+                        counted = true;
+                    }
                     r.missing.insert(i);
                     events.push(if later >= k {
                         LossEvent::Reorder
@@ -126,5 +140,6 @@ impl MpRequester {
         if events.iter().any(|&e| self.cc.has_evidence(e, now, srtt)) {
             self.cc.decrease(&self.cfg, now, srtt);
         }
+        counted
     }
 }
