@@ -31,8 +31,11 @@ impl MpRequester {
         let i = m.offset / pmtu;
         let expect_len = self.resp_len(&w, i);
         let psn_ok = self.idx_of(p.bth.psn) == Some(w.first_idx + u64::from(i));
+        // A response beyond the bytes requested so far answers no request
+        // (MR-MPR-11).
         if !m.offset.is_multiple_of(pmtu)
             || i >= w.npsn
+            || i >= self.asked_pkts(&w)
             || !psn_ok
             || (!trimmed && p.payload.len() as u32 != expect_len)
         {
@@ -100,9 +103,10 @@ impl MpRequester {
         // timer's start.
         let mut events: Vec<LossEvent> = Vec::new();
         let arrivals = self.read_arrivals.clone();
-        for w in self.wrs.values_mut() {
+        let asked: Vec<u32> = self.wrs.values().map(|w| self.asked_pkts(w)).collect();
+        for (w, &n) in self.wrs.values_mut().zip(&asked) {
             let first = w.first_idx;
-            let n = w.npsn;
+            // Only requested responses can be missing (MR-MPR-7).
             let sent = w.sent > 0;
             let Some(r) = w.read.as_mut() else { continue };
             if !sent {
