@@ -388,7 +388,7 @@ impl MpRequester {
     /// further parts, MR-MPR-11); all n for a READ of length 0.
     pub(crate) fn asked_pkts(&self, w: &WrState) -> u32 {
         let Some(r) = &w.read else { return 0 };
-        if w.wr.op.len() == 0 {
+        if w.wr.op.is_empty() {
             return w.npsn;
         }
         r.asked_to.div_ceil(self.cfg.pmtu.max(1)).min(w.npsn)

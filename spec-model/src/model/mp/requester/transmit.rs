@@ -420,7 +420,7 @@ impl MpRequester {
         let n = w.npsn;
         // Only the responses requested so far (MR-MPR-11).
         let n = match &w.read {
-            Some(r) if w.wr.op.len() > 0 => r.asked_to.div_ceil(self.cfg.pmtu.max(1)).min(n),
+            Some(r) if !w.wr.op.is_empty() => r.asked_to.div_ceil(self.cfg.pmtu.max(1)).min(n),
             _ => n,
         };
         if let Some(r) = w.read.as_mut() {
