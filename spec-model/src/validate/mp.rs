@@ -249,6 +249,18 @@ fn read_request(p: &Packet<'_, '_>, m: &MpethRepr, ctx: &Context, out: &mut Vec<
             format!("{what} at offset {offset}, not a multiple of {unit}"),
         ));
     }
+    // SPEC v1.2 §7.9: a range is a multiple of PMTU long unless it ends
+    // the read (256, the smallest PMTU, divides every PMTU).
+    if !u64::from(dma_len).is_multiple_of(unit) && end != u64::from(m.msg_len) {
+        out.push(Finding::new(
+            id,
+            format!(
+                "{what} of {dma_len} bytes at offset {offset}: not a multiple of {unit} \
+                 and not ending the read of {}",
+                m.msg_len
+            ),
+        ));
+    }
 }
 
 /// MR-MPH-13: an atomic is one packet with offset 0, length 8, F and L.

@@ -51,6 +51,16 @@ pub(crate) struct MpWqe {
     pub activity: u64,
     /// READ: ranges (first packet, packets) to re-request.
     pub rereq: VecDeque<(u32, u32, LossRule)>,
+    /// READ: RETH DMA length of the first request (the whole read, or a
+    /// first part, MR-MPH-12, MR-MPR-11).
+    pub first_len: u64,
+    /// READ: bytes requested so far, from offset 0 (first request and
+    /// further parts, MR-MPR-11); only these count in flight (§7.12) and
+    /// may be re-requested (MR-MPR-7).
+    pub asked_to: u64,
+    /// READ: a response has arrived, so the READ has executed and further
+    /// parts may be asked for (MR-MPR-11).
+    pub executed: bool,
     /// A local error found when the WQE was started.
     pub error: Option<WcStatus>,
 }
@@ -66,6 +76,16 @@ impl MpWqe {
         } else {
             self.started && self.acked >= self.npsn
         }
+    }
+
+    /// READ: the response packets requested so far (MR-MPR-11).
+    /// A READ of length 0 has its one empty response requested with the
+    /// request.
+    pub(crate) fn asked_pkts(&self, pmtu: u32) -> usize {
+        if self.len == 0 {
+            return self.got.len();
+        }
+        (self.asked_to.div_ceil(u64::from(pmtu)) as usize).min(self.got.len())
     }
 
     pub(crate) fn completion(&self, status: WcStatus) -> WorkCompletion {
@@ -238,6 +258,9 @@ impl MpRequester {
             asked: Vec::new(),
             activity: 0,
             rereq: VecDeque::new(),
+            first_len: 0,
+            asked_to: 0,
+            executed: false,
             error: None,
         };
         if flushed {
@@ -353,7 +376,8 @@ impl MpRequester {
     }
 
     /// Bytes in flight recomputed from the flight (§7.12): payload of
-    /// in-flight units plus READ response bytes requested and not received.
+    /// in-flight units plus READ response bytes requested (first request
+    /// and parts) and not received.
     pub(super) fn flight(&self) -> u64 {
         let p = u64::from(self.pmtu);
         let units: u64 = self
@@ -375,7 +399,7 @@ impl MpRequester {
                     .filter(|(_, g)| **g)
                     .map(|(q, _)| (w.len - (q as u64 * p).min(w.len)).min(p))
                     .sum();
-                w.len - got.min(w.len)
+                w.asked_to - got.min(w.asked_to)
             })
             .sum();
         units + reads
@@ -393,7 +417,10 @@ impl MpRequester {
     /// `sent_end`, and the responder's cumulative ACK PSN would then pass
     /// the last PSN sent, so that every later ACK is ignored (MR-MPA-10).
     fn read_timed(&self, w: &MpWqe) -> bool {
-        w.is_read() && !w.done && self.fresh_done(w) && w.got.iter().any(|g| !g)
+        w.is_read()
+            && !w.done
+            && self.fresh_done(w)
+            && w.got[..w.asked_pkts(self.pmtu)].iter().any(|g| !g)
     }
 
     /// Removes a unit from the flight (acknowledged).

@@ -34,10 +34,13 @@ impl MpRequester {
         let want = (w.len - off.min(w.len)).min(p);
         let q = off / p;
         let psn_ok = pkt.bth.psn == self.psn(w.first + q);
+        // A response beyond the bytes requested so far answers no request
+        // (MR-MPR-11): dropped.
         if u64::from(m.msg_len) != w.len
             || off % p != 0
             || (off >= w.len && w.len != 0)
             || q >= u64::from(w.npsn)
+            || q as usize >= w.asked_pkts(self.pmtu)
             || !psn_ok
         {
             return;
@@ -46,6 +49,8 @@ impl MpRequester {
         if w.got[q] {
             return; // a duplicate response
         }
+        // The READ has executed: further parts may follow (MR-MPR-11).
+        self.sq[i].executed = true;
         if pkt.trimmed {
             env.counters.mp_trimmed_received += 1;
             // MR-MPT-8: re-request that range at once, no retirement.
@@ -58,6 +63,7 @@ impl MpRequester {
         if pkt.payload.len() as u64 != want {
             return;
         }
+        let w = &self.sq[i];
         if env
             .mem
             .scatter(cfg.pd, &w.wr.sg_list, off, pkt.payload)
@@ -102,12 +108,14 @@ impl MpRequester {
         // lower, and the responder answers READs in MSN order, MR-MPP-7).
         // Without it, a lost last response of a READ waited for the RTO.
         for e in 0..i {
+            let pmtu = self.pmtu;
             let w = &mut self.sq[e];
             if !w.is_read() || w.done {
                 continue;
             }
             let mut missing = Vec::new();
-            for j in 0..w.got.len() {
+            // Only requested responses can be missing (MR-MPR-7).
+            for j in 0..w.asked_pkts(pmtu) {
                 if !w.got[j] && (m.timestamp.wrapping_sub(w.asked[j]) as i32) >= 0 {
                     w.later[j] += 1;
                     if w.later[j] >= k {
@@ -174,7 +182,11 @@ impl MpRequester {
             return; // the request itself is unacknowledged: its RTO resends it
         }
         w.rereq.clear();
-        let missing: Vec<usize> = (0..w.got.len()).filter(|&j| !w.got[j]).collect();
+        // Only requested responses can be missing (MR-MPR-7); the rest of
+        // the read is asked for in parts (MR-MPR-11).
+        let missing: Vec<usize> = (0..w.asked_pkts(self.pmtu))
+            .filter(|&j| !w.got[j])
+            .collect();
         if !missing.is_empty() {
             self.ask(i, &missing, LossKind::Timeout { since }, now);
         }

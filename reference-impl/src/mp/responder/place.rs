@@ -422,7 +422,10 @@ impl MpResponder {
         };
         let first = k.first;
         let end = u64::from(offset) + u64::from(r.dma_len);
+        // MR-MPR-9 (SPEC v1.2 §7.9): a range that neither is a multiple of
+        // PMTU nor ends the read matches no kept READ.
         if !offset.is_multiple_of(cfg.pmtu)
+            || (!r.dma_len.is_multiple_of(cfg.pmtu) && end != u64::from(read_len))
             || end > u64::from(read_len)
             || (offset >= read_len && read_len != 0)
         {

@@ -180,6 +180,13 @@ fn mr_mpr_7_read_re_request_inside_the_read_at_a_pmtu_boundary() {
     assert_only(&rereq(1024, 4000), &with_pmtu(1024), "MR-MPR-7");
     assert_only(&rereq(512, 1024), &with_pmtu(1024), "MR-MPR-7");
     assert_only(&rereq(100, 1024), &ctx(), "MR-MPR-7");
+    // SPEC v1.2 §7.9: a range not a multiple of PMTU must end the read.
+    assert_only(&rereq(1024, 1000), &with_pmtu(1024), "MR-MPR-7");
+    assert_only(
+        &read_request(mpeth(1024, 5000, false), 1000),
+        &with_pmtu(1024),
+        "MR-MPR-11",
+    );
 }
 
 #[test]

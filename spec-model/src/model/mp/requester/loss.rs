@@ -92,6 +92,12 @@ impl MpRequester {
             }
             self.deem_lost(*i, LossCause::Timeout, now);
         }
+        self.expiry()
+    }
+
+    /// One RTO expiry (§7.7, §7.8): the RTO doubles, and more than
+    /// `retry_cnt` expiries in a row end the QP (MR-MPL-8).
+    pub(crate) fn expiry(&mut self) -> Outcomes {
         self.rtt.backoff += 1;
         self.retries += 1;
         if self.retries > self.cfg.retry_cnt {
@@ -122,8 +128,16 @@ impl MpRequester {
         if next.error {
             return (next, Outcomes::none());
         }
+        // MR-MPR-6 (SPEC v1.2, §7.9): a READ's timer firing is an RTO
+        // expiry unless an earlier PSN is unacknowledged; with an expiry of
+        // request PSNs at the same moment it counts once. Both timers are
+        // judged against the RTO before this expiry doubles it.
+        let fired = next.detect_read_missing(now, true);
+        let before = next.retries;
         let mut out = next.detect_timeout(now);
-        next.detect_read_missing(now, true);
+        if fired && next.retries == before && !next.error {
+            out = next.expiry();
+        }
         if next.error {
             return (next, out);
         }

@@ -182,6 +182,13 @@ pub struct ReadProgress {
     pub requested_seq: BTreeMap<u32, u64>,
     /// Time of the latest request transmission or response arrival (MR-MPR-6).
     pub last_activity: u64,
+    /// RETH DMA length of the first request (the whole read or a first
+    /// part, MR-MPH-12, MR-MPR-11).
+    pub first_len: u32,
+    /// Bytes requested so far from offset 0 (first request and further
+    /// parts, MR-MPR-11): only these are in flight (§7.12) and may be
+    /// missing or re-requested (MR-MPR-6, MR-MPR-7).
+    pub asked_to: u32,
 }
 
 /// A posted work request and its progress.
@@ -373,7 +380,7 @@ impl MpRequester {
             .filter_map(|w| {
                 let r = w.read.as_ref()?;
                 (w.sent > 0).then(|| {
-                    (0..w.npsn)
+                    (0..self.asked_pkts(w))
                         .filter(|i| !r.received.contains(i))
                         .map(|i| u64::from(self.resp_len(w, i)))
                         .sum::<u64>()
@@ -395,6 +402,23 @@ impl MpRequester {
     /// Index of the unit holding the oldest unacknowledged PSN (§7.12), if any.
     pub fn oldest_unacked(&self) -> Option<u64> {
         self.segs.iter().find(|(_, s)| !s.acked).map(|(&i, _)| i)
+    }
+
+    /// The response packets of READ `w` requested so far (first request and
+    /// further parts, MR-MPR-11); all n for a READ of length 0.
+    pub(crate) fn asked_pkts(&self, w: &WrState) -> u32 {
+        let Some(r) = &w.read else { return 0 };
+        if w.wr.op.is_empty() {
+            return w.npsn;
+        }
+        r.asked_to.div_ceil(self.cfg.pmtu.max(1)).min(w.npsn)
+    }
+
+    /// MR-MPR-11: the most a READ request (first or further part) may ask
+    /// for now, max(PMTU, cwnd rounded down to a multiple of PMTU).
+    pub fn read_bound(&self) -> u32 {
+        let p = u64::from(self.cfg.pmtu.max(1));
+        (self.cc.cwnd / p * p).max(p).min(u64::from(u32::MAX)) as u32
     }
 
     /// Payload bytes of response `i` of READ `w`.

@@ -31,8 +31,11 @@ impl MpRequester {
         let i = m.offset / pmtu;
         let expect_len = self.resp_len(&w, i);
         let psn_ok = self.idx_of(p.bth.psn) == Some(w.first_idx + u64::from(i));
+        // A response beyond the bytes requested so far answers no request
+        // (MR-MPR-11).
         if !m.offset.is_multiple_of(pmtu)
             || i >= w.npsn
+            || i >= self.asked_pkts(&w)
             || !psn_ok
             || (!trimmed && p.payload.len() as u32 != expect_len)
         {
@@ -83,22 +86,34 @@ impl MpRequester {
     /// A missing response is a loss event: it decreases cwnd when it has
     /// congestion evidence (MR-MPC-7, §7.12); the RTO's timer started at the
     /// READ's latest request or response.
-    pub(crate) fn detect_read_missing(&mut self, now: u64, by_timer: bool) {
+    ///
+    /// Returns whether the timer fired for a READ with no unacknowledged PSN
+    /// before its own, which counts as an RTO expiry (§7.9).
+    pub(crate) fn detect_read_missing(&mut self, now: u64, by_timer: bool) -> bool {
         let k = self.cfg.reorder_threshold as usize;
         let rto = self.rtt.rto(&self.cfg);
+        let mut counted = false;
+        let unacked_before: Vec<u64> = self
+            .segs
+            .iter()
+            .filter(|(_, s)| !s.acked)
+            .map(|(&i, _)| i)
+            .collect();
         // The loss events found: K later responses, or the RTO since the
         // timer's start.
         let mut events: Vec<LossEvent> = Vec::new();
         let arrivals = self.read_arrivals.clone();
-        for w in self.wrs.values_mut() {
+        let asked: Vec<u32> = self.wrs.values().map(|w| self.asked_pkts(w)).collect();
+        for (w, &n) in self.wrs.values_mut().zip(&asked) {
             let first = w.first_idx;
-            let n = w.npsn;
+            // Only requested responses can be missing (MR-MPR-7).
             let sent = w.sent > 0;
             let Some(r) = w.read.as_mut() else { continue };
             if !sent {
                 continue;
             }
             let stale = by_timer && now.saturating_sub(r.last_activity) >= rto;
+            let behind = unacked_before.iter().any(|&i| i < first);
             for i in 0..n {
                 if r.received.contains(&i) || r.missing.contains(&i) {
                     continue;
@@ -109,6 +124,9 @@ impl MpRequester {
                     .filter(|&&(idx, seq)| idx > first + u64::from(i) && seq >= since)
                     .count();
                 if later >= k || stale {
+                    if later < k && !behind {
+                        counted = true;
+                    }
                     r.missing.insert(i);
                     events.push(if later >= k {
                         LossEvent::Reorder
@@ -126,5 +144,6 @@ impl MpRequester {
         if events.iter().any(|&e| self.cc.has_evidence(e, now, srtt)) {
             self.cc.decrease(&self.cfg, now, srtt);
         }
+        counted
     }
 }

@@ -26,8 +26,15 @@ impl MpRequester {
             _ => offset + len.saturating_sub(offset).min(p) == len,
         };
         let dma_len = match w.wr.op {
-            WrOp::Write { len, .. } | WrOp::Read { len, .. } => Field::Exact(len),
+            WrOp::Write { len, .. } => Field::Exact(len),
+            // MR-MPH-12, MR-MPR-11: the whole read or a first part; a copy
+            // asks for what the first request asked for.
+            WrOp::Read { .. } => Field::Exact(self.first_read_len(w)),
             _ => Field::Any,
+        };
+        let last = match w.wr.op {
+            WrOp::Read { len, .. } => self.first_read_len(w) == len,
+            _ => last,
         };
         PacketSpec {
             psn: Field::Exact(self.psn(w.first_idx + u64::from(offset / p))),
@@ -82,6 +89,24 @@ impl MpRequester {
             }),
             ..PacketSpec::opcode(Opcode::MP_PROBE)
         }
+    }
+
+    /// The DMA length of READ `w`'s first request: as sent, or, before it
+    /// is sent, the whole read when it is at most [`Self::read_bound`] and
+    /// that bound otherwise (MR-MPR-11).
+    pub(crate) fn first_read_len(&self, w: &WrState) -> u32 {
+        match &w.read {
+            Some(r) if w.sent > 0 => r.first_len,
+            _ => w.wr.op.len().min(self.read_bound()),
+        }
+    }
+
+    /// A further part of READ `w` for bytes [off, off + len) (MR-MPR-11):
+    /// as a re-request of that range, but with R clear.
+    pub fn part_spec(&self, w: &WrState, off: u32, len: u32, now: u64) -> PacketSpec {
+        let mut s = self.rerequest_spec(w, off, len, now);
+        s.mpeth.retransmission = Field::Exact(false);
+        s
     }
 
     /// A READ re-request for bytes [off, off + len) of READ `w` (MR-MPR-7).
@@ -179,9 +204,26 @@ impl MpRequester {
                 }
             }
         }
+        // MR-MPR-11: further parts of READs that have executed (a response
+        // arrived), each at most the bound and within cwnd.
+        for w in self.wrs.values() {
+            let Some(r) = &w.read else { continue };
+            let len = w.wr.op.len();
+            if w.sent == 0 || r.received.is_empty() || r.asked_to >= len {
+                continue;
+            }
+            let part = (len - r.asked_to).min(self.read_bound());
+            if fits(inflight, u64::from(part)) {
+                out = out.allow(
+                    &["MR-MPR-11", "MR-MPC-1"],
+                    Effect::Send(self.part_spec(w, r.asked_to, part, now)),
+                );
+                inflight += u64::from(part);
+            }
+        }
         if let Some((w, offset)) = self.next_new() {
             let bytes = match w.wr.op {
-                WrOp::Read { len, .. } => u64::from(len),
+                WrOp::Read { .. } => u64::from(self.first_read_len(w)),
                 WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. } => 0,
                 _ => u64::from(w.wr.op.len().saturating_sub(offset).min(self.cfg.pmtu)),
             };

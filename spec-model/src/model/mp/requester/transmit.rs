@@ -81,6 +81,60 @@ impl MpRequester {
             return f;
         };
         let pmtu = self.cfg.pmtu.max(1);
+        // MR-MPR-11: a further part of a READ already sent (R clear,
+        // offset > 0).
+        let part_wr = (op == Opcode::MP_READ_REQUEST && !m.retransmission && m.offset > 0)
+            .then(|| {
+                self.wrs
+                    .values()
+                    .find(|w| w.msn == m.msn && w.read.is_some() && w.sent > 0)
+                    .map(|w| w.wr.wr)
+            })
+            .flatten();
+        if let Some(wr) = part_wr {
+            let w = self.wrs[&wr].clone();
+            let r = w.read.clone().unwrap_or_default();
+            let dma = p.ext.reth.map_or(0, |r| r.dma_len);
+            let len = w.wr.op.len();
+            let end = u64::from(m.offset) + u64::from(dma);
+            if r.received.is_empty()
+                || m.offset != r.asked_to
+                || dma == 0
+                || dma > self.read_bound()
+                || end > u64::from(len)
+                || (!dma.is_multiple_of(pmtu) && end != u64::from(len))
+                || !spec_allows(&self.part_spec(&w, m.offset, dma, now), p, ev)
+            {
+                f.push(Finding::new(
+                    "MR-MPR-11",
+                    format!(
+                        "READ part at offset {} of {dma} bytes (requested so far {}, bound {}, executed {})",
+                        m.offset,
+                        r.asked_to,
+                        self.read_bound(),
+                        !r.received.is_empty()
+                    ),
+                ));
+            }
+            if inflight > 0 && inflight + u64::from(dma) > self.cc.cwnd {
+                f.push(Finding::new(
+                    "MR-MPC-1",
+                    format!("in flight {inflight} + part {dma} > cwnd {}", self.cc.cwnd),
+                ));
+            }
+            self.tx_seq += 1;
+            let seq = self.tx_seq;
+            if let Some(rp) = self.wrs.get_mut(&wr).and_then(|w| w.read.as_mut()) {
+                let (from, to) = (m.offset / pmtu, (end as u32).div_ceil(pmtu));
+                for i in from..to {
+                    rp.requested_seq.insert(i, seq);
+                }
+                rp.asked_to = rp.asked_to.max(end.min(u64::from(len)) as u32);
+                rp.last_activity = now;
+            }
+            self.entropy.use_value(ev, now);
+            return f;
+        }
         // READ re-request of a READ already sent: offset > 0, or offset 0
         // with R set while the first response is deemed missing (MR-MPR-7
         // re-requests from the first missing byte, which may be byte 0).
@@ -107,6 +161,15 @@ impl MpRequester {
                 f.push(Finding::new(
                     "MR-MPR-8",
                     "re-request covers bytes already received",
+                ));
+            }
+            if u64::from(m.offset) + u64::from(dma) > u64::from(r.asked_to) {
+                f.push(Finding::new(
+                    "MR-MPR-7",
+                    format!(
+                        "re-request beyond the bytes requested so far ({})",
+                        r.asked_to
+                    ),
                 ));
             }
             let spec = self.rerequest_spec(&w, m.offset, dma, now);
@@ -254,6 +317,35 @@ impl MpRequester {
         let spec = self.packet_spec(&w, offset, false, now);
         let mut spec_no_ev = spec.clone();
         spec_no_ev.udp_src_port = crate::model::Field::Any;
+        if let WrOp::Read { len, .. } = w.wr.op {
+            // MR-MPH-12, MR-MPR-11: the whole read (L set) or a first part
+            // of a multiple of PMTU below it (L clear), at most the bound.
+            spec_no_ev.mpeth.dma_len = crate::model::Field::Any;
+            spec_no_ev.mpeth.last = crate::model::Field::Any;
+            let dma = p.ext.reth.map_or(0, |r| r.dma_len);
+            let shape = if dma == len {
+                m.last
+            } else {
+                dma > 0 && dma < len && dma.is_multiple_of(pmtu) && !m.last
+            };
+            if !shape {
+                f.push(Finding::new(
+                    "MR-MPH-12",
+                    format!(
+                        "first READ request asks for {dma} of {len} bytes (L {})",
+                        m.last
+                    ),
+                ));
+            } else if dma > self.read_bound() {
+                f.push(Finding::new(
+                    "MR-MPR-11",
+                    format!(
+                        "first READ request asks for {dma} bytes > max(PMTU, cwnd) {}",
+                        self.read_bound()
+                    ),
+                ));
+            }
+        }
         if !spec_allows(&spec_no_ev, p, ev) {
             let id = if p.bth.psn != self.psn(w.first_idx + u64::from(offset / pmtu)) {
                 "MR-MPH-10"
@@ -271,8 +363,9 @@ impl MpRequester {
                 "first transmission differs from §7.2/§7.3",
             ));
         }
+        // §7.12: a READ request costs the bytes it asks for.
         let bytes = match w.wr.op {
-            WrOp::Read { len, .. } => u64::from(len),
+            WrOp::Read { .. } => u64::from(p.ext.reth.map_or(0, |r| r.dma_len)),
             _ => u64::from(len),
         };
         if inflight > 0 && inflight + bytes > self.cc.cwnd {
@@ -316,6 +409,11 @@ impl MpRequester {
         let seq = self.tx_seq;
         if let Some(ws) = self.wrs.get_mut(&w.wr.wr) {
             ws.sent += 1;
+            if let Some(r) = ws.read.as_mut() {
+                let dma = p.ext.reth.map_or(0, |r| r.dma_len);
+                r.first_len = dma;
+                r.asked_to = dma;
+            }
         }
         self.refresh_read_request(w.wr.wr, seq, now);
         self.last_sent_idx = Some(unit_last);
@@ -330,6 +428,11 @@ impl MpRequester {
             return;
         };
         let n = w.npsn;
+        // Only the responses requested so far (MR-MPR-11).
+        let n = match &w.read {
+            Some(r) if !w.wr.op.is_empty() => r.asked_to.div_ceil(self.cfg.pmtu.max(1)).min(n),
+            _ => n,
+        };
         if let Some(r) = w.read.as_mut() {
             for i in 0..n {
                 if !r.received.contains(&i) {

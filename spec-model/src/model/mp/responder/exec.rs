@@ -49,7 +49,11 @@ impl MpResponder {
                 && reth.dma_len < m.msg_len
                 && reth.dma_len.is_multiple_of(self.cfg.pmtu.max(1)));
         if m.msg_len > 1 << 31 || !part_ok || self.cfg.max_dest_rd_atomic == 0 {
-            return self.fatal(&["MR-MPP-15"], Syndrome::NAK_INVALID_REQUEST, t);
+            return self.fatal(
+                &["MR-MPR-12", "MR-MPP-15"],
+                Syndrome::NAK_INVALID_REQUEST,
+                t,
+            );
         }
         let Some(index) = self.msg_index(m.msn) else {
             return Outcomes::none().require(&["MR-MPP-8"], Effect::Drop { counter: None });
@@ -293,6 +297,10 @@ impl MpResponder {
                         && rkey == reth.rkey
                         && len == m.msg_len
                         && m.offset.is_multiple_of(pmtu)
+                        // MR-MPR-9 (SPEC v1.2): a range that neither is a
+                        // multiple of PMTU nor ends the read is dropped.
+                        && (reth.dma_len.is_multiple_of(pmtu)
+                            || u64::from(m.offset) + u64::from(reth.dma_len) == u64::from(len))
                         && u64::from(m.offset) + u64::from(reth.dma_len) <= u64::from(len)
                         && first_psn.add(m.offset / pmtu) == p.bth.psn =>
                     {

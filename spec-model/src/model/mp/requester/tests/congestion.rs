@@ -413,11 +413,14 @@ fn oldest_psn_retransmission_beyond_cwnd_mr_mpc_10() {
 
 #[test]
 fn read_rerequest_beyond_cwnd_mr_mpc_10() {
-    // A READ of 16 KiB leaves with nothing in flight although cwnd is 8192
-    // (MR-MPC-1); responses 0, 4, 5, 6 arrive, so 1–3 are deemed missing
-    // (K = 3) and cwnd decreases to 5734 while 12 KiB stay in flight.
-    let r = MpRequester::new(cc_cfg(0), 0x22, psn(0));
-    let (r, _) = r.post_send(SendWr {
+    // A READ of 16 KiB with cwnd 8192 (β = 0.5) is requested in parts
+    // (MR-MPR-11): the first request asks for 8 KiB with L clear.
+    let c = MpConfig {
+        md_factor_milli: 500,
+        ..cc_cfg(0)
+    };
+    let r = MpRequester::new(c, 0x22, psn(0));
+    let (r, o) = r.post_send(SendWr {
         wr: 1,
         op: WrOp::Read {
             va: 0x5000,
@@ -427,10 +430,33 @@ fn read_rerequest_beyond_cwnd_mr_mpc_10() {
         fence: false,
         signaled: true,
     });
+    let first = optional_sends(&o)
+        .into_iter()
+        .find(|s| s.opcode == Field::Exact(Opcode::MP_READ_REQUEST))
+        .cloned()
+        .expect("the first request");
+    assert_eq!(first.mpeth.dma_len, Field::Exact(8192), "MR-MPR-11");
+    assert_eq!(first.mpeth.last, Field::Exact(false), "MR-MPH-12");
+    // The whole read in one request is a finding.
+    let mut whole = first.clone();
+    whole.mpeth.dma_len = Field::Exact(16 * 1024);
+    whole.mpeth.last = Field::Exact(true);
+    let (_, f) = send_spec(&r, &whole, 0, 0);
+    assert_eq!(f, vec!["MR-MPR-11"], "MR-MPR-11: longer than cwnd");
     let (mut r, f, _) = send_next(&r, 0);
     assert!(f.is_empty(), "{f:?}");
+    assert_eq!(r.bytes_in_flight(), 8192, "§7.12: the first part's bytes");
+    // No further part before a response has arrived.
+    assert!(
+        !optional_sends(&r.next_packets(1))
+            .iter()
+            .any(|s| s.opcode == Field::Exact(Opcode::MP_READ_REQUEST)),
+        "MR-MPR-11: not before a response"
+    );
+    // Responses 4, 5, 6 arrive (K = 3), the last with CE: 0–3 are deemed
+    // missing and cwnd halves to 4096 while 5 KiB stay in flight.
     let mut o = Outcomes::none();
-    for (t, i) in [0u32, 4, 5, 6].into_iter().enumerate() {
+    for (t, i) in [4u32, 5, 6].into_iter().enumerate() {
         let w = wire(req(
             Opcode::MP_READ_RESPONSE,
             i,
@@ -439,18 +465,17 @@ fn read_rerequest_beyond_cwnd_mr_mpc_10() {
             16 * 1024,
             &[0; 1024],
         ));
-        // The last one arrives with CE: congestion evidence (§7.12).
         let arrival = ArrivalInfo {
             ecn_ce: i == 6,
             ..at(5000 + t as u64, 0xC000)
         };
         (r, o) = r.on_ack(&w.roce(), &arrival);
     }
-    assert_eq!(r.cc.cwnd, 8192 * 700 / 1000, "MR-MPC-7");
+    assert_eq!(r.cc.cwnd, 4096, "MR-MPC-7");
     assert_eq!(
         r.bytes_in_flight(),
-        12 * 1024,
-        "§7.12: missing responses stay in flight"
+        5 * 1024,
+        "§7.12: missing responses stay in flight, unrequested bytes are not"
     );
     assert!(required_sends(&o).is_empty(), "MR-MPC-1: not required");
     let s = optional_sends(&o)
@@ -458,17 +483,56 @@ fn read_rerequest_beyond_cwnd_mr_mpc_10() {
         .find(|s| s.opcode == Field::Exact(Opcode::MP_READ_REQUEST))
         .cloned()
         .expect("MR-MPC-10: the re-request is allowed beyond cwnd");
-    assert_eq!(s.mpeth.offset, Field::Exact(1024), "MR-MPR-7");
-    assert_eq!(s.mpeth.dma_len, Field::Exact(3 * 1024), "MR-MPR-7");
+    assert_eq!(s.mpeth.offset, Field::Exact(0), "MR-MPR-7");
+    assert_eq!(s.mpeth.dma_len, Field::Exact(4 * 1024), "MR-MPR-7");
     let (r2, f) = send_spec(&r, &s, 5010, 0);
     assert!(f.is_empty(), "MR-MPC-10: conforming: {f:?}");
-    assert_eq!(r2.bytes_in_flight(), 12 * 1024, "adds no bytes");
-    // A re-request of responses not deemed missing (7–15) is not exempt.
-    let bad = r.rerequest_spec(&r.wrs[&1], 7 * 1024, 9 * 1024, 5010);
+    assert_eq!(r2.bytes_in_flight(), 5 * 1024, "adds no bytes");
+    // A re-request of a response requested and not deemed missing (7) is
+    // not exempt; one of bytes never requested (8–15) breaks MR-MPR-7.
+    let bad = r.rerequest_spec(&r.wrs[&1], 7 * 1024, 1024, 5010);
     let (_, f) = send_spec(&r, &bad, 5010, 0);
     assert_eq!(f, vec!["MR-MPC-1"], "MR-MPC-10: only missing responses");
-    // Nor is a new packet.
-    let (r2, _) = r2.post_send(write_wr(2, 1024));
-    assert!(r2.next_packets(5011).optional.is_empty(), "MR-MPC-1");
-    assert!(send_new(&r2, 5011).contains(&"MR-MPC-1"), "MR-MPC-1");
+    let bad = r.rerequest_spec(&r.wrs[&1], 8 * 1024, 8 * 1024, 5010);
+    let (_, f) = send_spec(&r, &bad, 5010, 0);
+    assert!(f.contains(&"MR-MPR-7"), "MR-MPR-7: never requested: {f:?}");
+    // Nor is a further part, although a response has arrived.
+    let part = r2.part_spec(&r2.wrs[&1], 8 * 1024, 4096, 5011);
+    let (_, f) = send_spec(&r2, &part, 5011, 0);
+    assert_eq!(f, vec!["MR-MPC-1"], "MR-MPC-1: a part costs its bytes");
+    // Nor a new packet.
+    let (r3, _) = r2.post_send(write_wr(2, 1024));
+    assert!(
+        !optional_sends(&r3.next_packets(5011))
+            .iter()
+            .any(|s| s.opcode == Field::Exact(Opcode::MP_WRITE)),
+        "MR-MPC-1"
+    );
+    assert!(send_new(&r3, 5011).contains(&"MR-MPC-1"), "MR-MPC-1");
+    // Responses 0–3 and 7 arrive: nothing in flight, so the further part
+    // (offset 8 KiB, at most max(PMTU, cwnd), R clear) may leave.
+    let mut r = r2;
+    for (t, i) in [0u32, 1, 2, 3, 7].into_iter().enumerate() {
+        let w = wire(req(
+            Opcode::MP_READ_RESPONSE,
+            i,
+            0,
+            i * 1024,
+            16 * 1024,
+            &[0; 1024],
+        ));
+        (r, _) = r.on_ack(&w.roce(), &at(5020 + t as u64, 0xC000));
+    }
+    assert_eq!(r.bytes_in_flight(), 0);
+    let part = optional_sends(&r.next_packets(5030))
+        .into_iter()
+        .find(|s| s.opcode == Field::Exact(Opcode::MP_READ_REQUEST))
+        .cloned()
+        .expect("MR-MPR-11: the further part");
+    assert_eq!(part.mpeth.offset, Field::Exact(8 * 1024), "MR-MPR-11");
+    assert_eq!(part.mpeth.retransmission, Field::Exact(false), "MR-MPR-11");
+    assert_eq!(part.psn, Field::Exact(psn(8)), "MR-MPR-11");
+    let (r, f) = send_spec(&r, &part, 5030, 0);
+    assert!(f.is_empty(), "MR-MPR-11: conforming part: {f:?}");
+    assert!(r.bytes_in_flight() > 0, "§7.12: a part costs its bytes");
 }
