@@ -542,6 +542,10 @@ pub struct Attrs {
     /// §10.3, 1–64), a local setting; absent: the implementation's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mp_reorder_threshold: Option<u8>,
+    /// The peer's responder honours the MPETH O flag (`mp_peer_ordered`,
+    /// SPEC §7.1, §7.5); absent: false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_peer_ordered: Option<bool>,
 }
 
 impl Attrs {
@@ -559,6 +563,7 @@ impl Attrs {
                 self.mp_flow_label_entropy.is_some(),
             ),
             ("mp_reorder_threshold", self.mp_reorder_threshold.is_some()),
+            ("mp_peer_ordered", self.mp_peer_ordered.is_some()),
         ]
         .into_iter()
         .filter(|(_, on)| *on)

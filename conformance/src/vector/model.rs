@@ -223,6 +223,11 @@ pub struct MpSetup {
     /// value when absent.
     #[serde(default)]
     pub reorder_threshold: Option<u8>,
+    /// `mp_peer_ordered` (SPEC v1.2 §7.5): the harness's responder honours
+    /// the MPETH O flag; sent only when true (vectors that set it need
+    /// `mp_ordered_write`).
+    #[serde(default)]
+    pub peer_ordered: bool,
 }
 
 fn default_entropy() -> u16 {

@@ -673,6 +673,7 @@ impl Agent {
                 ("mp_window", json!(mp.window)),
                 ("mp_trim_dscp", json!(mp.trim_dscp)),
                 ("mp_flow_label_entropy", json!(e.mp_flow_label)),
+                ("mp_peer_ordered", json!(mp.peer_ordered)),
             ] {
                 attrs.insert(k.into(), v);
             }

@@ -194,6 +194,7 @@ pub(super) fn negotiate(
         entropy,
         window,
         trim_dscp: a.mp_trim_dscp,
+        peer_ordered: a.mp_peer_ordered.unwrap_or(false),
         tuning,
     }))
 }

@@ -83,6 +83,9 @@ pub struct MpAttrs {
     pub window: u32,
     /// `mp_trim_dscp`: DSCP of trimmed packets, `None` = trimming off.
     pub trim_dscp: Option<u8>,
+    /// `mp_peer_ordered`: the peer's responder honours the MPETH O flag
+    /// (SPEC §7.5), so a fenced work request is sent at once with O.
+    pub peer_ordered: bool,
     /// Local constants.
     pub tuning: MpTuning,
 }
@@ -94,6 +97,7 @@ impl Default for MpAttrs {
             entropy: MpEntropy::Seeded { n: 128, seed: 0 },
             window: 1024,
             trim_dscp: None,
+            peer_ordered: false,
             tuning: MpTuning::default(),
         }
     }
@@ -112,6 +116,7 @@ pub(crate) struct MpConfig {
     pub values: Vec<u16>,
     pub window: u32,
     pub trim_dscp: Option<u8>,
+    pub peer_ordered: bool,
     pub tuning: MpTuning,
 }
 
@@ -203,6 +208,7 @@ impl MpAttrs {
             values,
             window: self.window,
             trim_dscp: self.trim_dscp,
+            peer_ordered: self.peer_ordered,
             tuning: self.tuning,
         })
     }

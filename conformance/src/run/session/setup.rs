@@ -145,6 +145,7 @@ impl Test<'_> {
                         trim_dscp: None,
                         entropy_set: None,
                         reorder_threshold: None,
+                        peer_ordered: false,
                     });
                     a["mp"] = Value::Bool(true);
                     a["mp_entropy_set_size"] = mp.entropy_set_size.into();
@@ -157,6 +158,9 @@ impl Test<'_> {
                     }
                     if let Some(k) = mp.reorder_threshold {
                         a["mp_reorder_threshold"] = k.into();
+                    }
+                    if mp.peer_ordered {
+                        a["mp_peer_ordered"] = true.into();
                     }
                 }
                 a

@@ -135,6 +135,7 @@ impl MpResponder {
             wr: None,
             staged: Vec::new(),
             exec: None,
+            ordered: m.ordered,
         });
         if msg.opcode != op
             || msg.len != m.msg_len
@@ -146,6 +147,10 @@ impl MpResponder {
         if msg.placed.get(k as usize).is_none_or(|&b| b) {
             return Ok(());
         }
+        // MR-MPP-20: a packet of an ordered message is kept (staged, so it
+        // may be acknowledged, MR-MPA-9) and placed by `release`.
+        msg.ordered |= m.ordered;
+        let ordered = msg.ordered;
         if is_write {
             // MR-MPP-2: key and the whole range before any byte.
             let r = pkt.ext.reth.unwrap_or(RethRepr {
@@ -168,7 +173,13 @@ impl MpResponder {
             {
                 return Err((NAK_ACCESS, idx));
             }
-            if len > 0 {
+            if ordered {
+                self.msgs
+                    .get_mut(&msn)
+                    .ok_or((NAK_INVALID, idx))?
+                    .staged
+                    .push((m.offset, pkt.payload.to_vec()));
+            } else if len > 0 {
                 // MR-MPP-1: placed now, whatever arrived before.
                 let va = r.va.wrapping_add(u64::from(m.offset));
                 env.mem
@@ -179,7 +190,7 @@ impl MpResponder {
             // MR-MPP-4: a SEND waits for its receive work request.
             self.assign(cfg, env)?;
             let msg = self.msgs.get_mut(&msn).ok_or((NAK_INVALID, idx))?;
-            if let Some(wr) = &msg.wr {
+            if let Some(wr) = msg.wr.as_ref().filter(|_| !ordered) {
                 place_send(cfg, env, wr, m.offset, pkt.payload).map_err(|s| (s, idx))?;
             } else if self.blocked == Some(msn) {
                 // MR-MPP-17: refused, neither placed nor acknowledged.
@@ -219,8 +230,10 @@ impl MpResponder {
                     self.blocked = Some(self.assign_msn);
                     return Ok(());
                 };
-                for (off, data) in std::mem::take(&mut m.staged) {
-                    place_send(cfg, env, &wr, off, &data).map_err(|s| (s, m.first))?;
+                if !m.ordered {
+                    for (off, data) in std::mem::take(&mut m.staged) {
+                        place_send(cfg, env, &wr, off, &data).map_err(|s| (s, m.first))?;
+                    }
                 }
                 m.wr = Some(wr);
             }
@@ -243,6 +256,7 @@ impl MpResponder {
     /// READs and atomics at the head (MR-MPP-7).
     fn progress_inner(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Result<(), Fatal> {
         self.assign(cfg, env)?;
+        self.release(cfg, env)?;
         while let Some(m) = self.msgs.get(&self.next_msn) {
             let ready = match m.opcode {
                 Opcode::MP_READ_REQUEST | Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD => {
@@ -259,6 +273,41 @@ impl MpResponder {
             let msn = self.next_msn;
             self.next_msn += 1;
             self.complete(cfg, env, msn, m)?;
+            self.release(cfg, env)?;
+        }
+        Ok(())
+    }
+
+    /// MR-MPP-20: places the kept packets of each ordered message whose
+    /// earlier messages are all entirely placed (a READ or atomic:
+    /// executed, which happens when it completes).
+    fn release(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Result<(), Fatal> {
+        let mut msn = self.next_msn;
+        while let Some(m) = self.msgs.get_mut(&msn) {
+            if m.exec.is_some() {
+                break;
+            }
+            let write = matches!(m.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM);
+            if m.ordered && (write || m.wr.is_some()) {
+                for (off, data) in std::mem::take(&mut m.staged) {
+                    match (&m.wr, m.reth) {
+                        (Some(wr), _) if !write => {
+                            place_send(cfg, env, wr, off, &data).map_err(|s| (s, m.first))?;
+                        }
+                        (_, Some(r)) if !data.is_empty() => {
+                            let va = r.va.wrapping_add(u64::from(off));
+                            env.mem
+                                .remote_write(cfg.pd, r.rkey, va, &data)
+                                .map_err(|_| (NAK_ACCESS, m.first))?;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if m.placed_count != m.npkts || !m.staged.is_empty() || !(write || m.wr.is_some()) {
+                break;
+            }
+            msn += 1;
         }
         Ok(())
     }
@@ -491,6 +540,7 @@ fn exec_msg(
         wr: None,
         staged: Vec::new(),
         exec: Some(Exec { atomic, echo }),
+        ordered: false, // executed in MSN order anyway (MR-MPP-7)
     }
 }
 
