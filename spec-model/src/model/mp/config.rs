@@ -56,6 +56,11 @@ pub struct MpConfig {
     pub max_staged_bytes: u64,
     /// The responder host stores 64-bit integers little-endian (atomics, §6.16).
     pub host_little_endian: bool,
+    /// `mp_ordered_write` of this end: its responder honours MPETH O
+    /// (SPEC v1.2 §7.5, MR-MPP-20).
+    pub ordered_write: bool,
+    /// `mp_peer_ordered`: the peer's responder honours O (MR-MPP-21).
+    pub peer_ordered: bool,
 }
 
 impl Default for MpConfig {
@@ -86,6 +91,8 @@ impl Default for MpConfig {
             min_rnr_timer: 12,
             max_staged_bytes: 0,
             host_little_endian: true,
+            ordered_write: false,
+            peer_ordered: false,
         }
     }
 }
