@@ -366,7 +366,7 @@ impl MpResponder {
     /// Stages a held packet of an ordered message as SEND data is staged
     /// (MR-MPP-5: exactly when it fits in `mp_max_staged_bytes`); `Some`:
     /// it does not fit and is refused, neither placed, staged nor
-    /// acknowledged (MR-MPP-23).
+    /// acknowledged, as a SEND packet that does not fit (MR-MPP-5).
     fn stage_ordered(
         &mut self,
         index: u64,
@@ -377,7 +377,7 @@ impl MpResponder {
         let len = p.payload.len() as u64;
         if self.staged_bytes + len > self.cfg.max_staged_bytes || self.cfg.max_staged_bytes == 0 {
             let ack = self.ack_spec(t);
-            return Some(Outcomes::none().allow(&["MR-MPP-20", "MR-MPP-23"], Effect::Send(ack)));
+            return Some(Outcomes::none().allow(&["MR-MPP-20", "MR-MPP-5"], Effect::Send(ack)));
         }
         self.staged_bytes += len;
         if let Some(msg) = self.messages.get_mut(&index) {

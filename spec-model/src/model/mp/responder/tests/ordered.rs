@@ -51,7 +51,7 @@ fn ordered_write_waits_for_every_earlier_message_mr_mpp_20() {
 
 #[test]
 fn ordered_write_without_staging_room_is_refused_mr_mpp_20() {
-    // No staging: neither placed nor reported received (MR-MPP-23).
+    // No staging: neither placed nor reported received (MR-MPA-9).
     let r = honouring(0);
     let (r, _) = step(&r, write(101, 0, 256, 300, VA, RKEY, &[5; 44]), 0);
     let (r, o) = step(
