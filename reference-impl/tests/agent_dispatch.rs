@@ -54,6 +54,7 @@ fn hello_reports_version_profile_addresses_limits() {
         "mp_trimming",
         "mp_flow_label_entropy",
         "mp_max_staged_bytes",
+        "mp_ordered_write",
         "cm",
         "host_big_endian",
     ];

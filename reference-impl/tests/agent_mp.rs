@@ -73,6 +73,10 @@ fn profile_declares_mp_and_its_maxima() {
     assert_eq!(p["mp_trimming"], false, "no trimmed-packet recognition");
     assert_eq!(p["mp_flow_label_entropy"], false, "no IPv6");
     assert_eq!(p["mp_max_staged_bytes"], 16384 * 4096);
+    assert_eq!(
+        p["mp_ordered_write"], true,
+        "MR-MPP-20, MR-MPP-11: ordered messages honoured and sent"
+    );
 }
 
 #[test]
@@ -124,6 +128,9 @@ fn mp_attribute_rules_on_init_to_rtr() {
         (mp(json!({"mp_reorder_threshold": 0})), "out_of_range", "mp_reorder_threshold"),
         (mp(json!({"mp_reorder_threshold": 65})), "out_of_range", "mp_reorder_threshold"),
         (json!({"mp_reorder_threshold": 3}), "unexpected_attribute", "mp_reorder_threshold"),
+        // mp_peer_ordered (SPEC §7.1, §7.5): a bool; an MP parameter.
+        (mp(json!({"mp_peer_ordered": 1})), "bad_type", "mp_peer_ordered"),
+        (json!({"mp_peer_ordered": true}), "unexpected_attribute", "mp_peer_ordered"),
     ];
     for (extra, code, field) in rules {
         rejected(&mut a, q, extra, code, &format!("attrs.{field}"));
@@ -272,7 +279,8 @@ fn implementation_chosen_sets_and_defaults() {
         "trimming off, reported as null"
     );
     assert_eq!(at["mp_flow_label_entropy"], false);
-    // A size alone; null trimming DSCP means off.
+    assert_eq!(at["mp_peer_ordered"], false, "SPEC §7.1 default");
+    // A size alone; null trimming DSCP means off; the peer honours O.
     let (_, _, q2) = qp_in_init(&mut a);
     ok(
         &mut a,
@@ -281,10 +289,12 @@ fn implementation_chosen_sets_and_defaults() {
             0x123,
             MAC_B,
             IP_B,
-            json!({"mp": true, "mp_entropy_set_size": 256, "mp_trim_dscp": null}),
+            json!({"mp": true, "mp_entropy_set_size": 256, "mp_trim_dscp": null,
+                   "mp_peer_ordered": true}),
         ),
     );
     let at = query(&mut a, q2)["attrs"].clone();
+    assert_eq!(at["mp_peer_ordered"], true, "MR-PICS-5: the value in force");
     let s2 = check_set(&at, 256);
     assert_ne!(s1[..], s2[..128], "each QP gets its own set");
     assert_eq!(at["mp_trim_dscp"], Value::Null);
