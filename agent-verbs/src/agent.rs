@@ -88,6 +88,7 @@ pub fn profile(info: &DevInfo) -> CapabilityProfile {
         mp_flow_label_entropy: false,
         mp_max_staged_bytes: 0,
         mp_resource_nak: false,
+        mp_ordered_write: false,
         cm: false,
         host_big_endian: cfg!(target_endian = "big"),
         // No MP: no MP local constants to declare.

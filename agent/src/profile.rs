@@ -48,6 +48,12 @@ pub struct CapabilityProfile {
     /// before v1.2, hence the default.
     #[serde(default)]
     pub mp_resource_nak: bool,
+    /// The MP responder honours the MPETH O flag and the requester sends a
+    /// fenced work request at once with O toward a peer that honours it
+    /// (SPEC v1.2 §7.5); absent in profiles written before v1.2, hence the
+    /// default.
+    #[serde(default)]
+    pub mp_ordered_write: bool,
     /// Connection setup through the CM on QP 1 (SPEC §6.22); absent in
     /// profiles written before v1.1, hence the default.
     #[serde(default)]

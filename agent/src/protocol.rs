@@ -552,6 +552,10 @@ pub struct Attrs {
     /// absent: the declared value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mp_max_staged_bytes: Option<u64>,
+    /// The peer's responder honours the MPETH O flag (`mp_peer_ordered`,
+    /// SPEC §7.1, §7.5); absent: false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_peer_ordered: Option<bool>,
 }
 
 impl Attrs {
@@ -571,6 +575,7 @@ impl Attrs {
             ("mp_reorder_threshold", self.mp_reorder_threshold.is_some()),
             ("mp_peer_resource_nak", self.mp_peer_resource_nak.is_some()),
             ("mp_max_staged_bytes", self.mp_max_staged_bytes.is_some()),
+            ("mp_peer_ordered", self.mp_peer_ordered.is_some()),
         ]
         .into_iter()
         .filter(|(_, on)| *on)

@@ -55,6 +55,7 @@ fn hello_reports_version_profile_addresses_limits() {
         "mp_flow_label_entropy",
         "mp_max_staged_bytes",
         "mp_resource_nak",
+        "mp_ordered_write",
         "cm",
         "host_big_endian",
         // The MP local constants it uses (SPEC §2, §10.3 units).

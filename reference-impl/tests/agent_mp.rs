@@ -74,6 +74,10 @@ fn profile_declares_mp_and_its_maxima() {
     assert_eq!(p["mp_flow_label_entropy"], false, "no IPv6");
     assert_eq!(p["mp_max_staged_bytes"], 16384 * 4096);
     assert_eq!(p["mp_resource_nak"], true, "SPEC §7.16: NAK 0x66 both ways");
+    assert_eq!(
+        p["mp_ordered_write"], true,
+        "MR-MPP-20, MR-MPP-11: ordered messages honoured and sent"
+    );
 }
 
 #[test]
@@ -128,6 +132,9 @@ fn mp_attribute_rules_on_init_to_rtr() {
         // mp_max_staged_bytes: at most the declared value (a local limit).
         (mp(json!({"mp_max_staged_bytes": 16384u64 * 4096 + 1})), "out_of_range", "mp_max_staged_bytes"),
         (json!({"mp_peer_resource_nak": true}), "unexpected_attribute", "mp_peer_resource_nak"),
+        // mp_peer_ordered (SPEC §7.1, §7.5): a bool; an MP parameter.
+        (mp(json!({"mp_peer_ordered": 1})), "bad_type", "mp_peer_ordered"),
+        (json!({"mp_peer_ordered": true}), "unexpected_attribute", "mp_peer_ordered"),
     ];
     for (extra, code, field) in rules {
         rejected(&mut a, q, extra, code, &format!("attrs.{field}"));
@@ -278,7 +285,8 @@ fn implementation_chosen_sets_and_defaults() {
         "trimming off, reported as null"
     );
     assert_eq!(at["mp_flow_label_entropy"], false);
-    // A size alone; null trimming DSCP means off.
+    assert_eq!(at["mp_peer_ordered"], false, "SPEC §7.1 default");
+    // A size alone; null trimming DSCP means off; the peer honours O.
     let (_, _, q2) = qp_in_init(&mut a);
     ok(
         &mut a,
@@ -287,10 +295,12 @@ fn implementation_chosen_sets_and_defaults() {
             0x123,
             MAC_B,
             IP_B,
-            json!({"mp": true, "mp_entropy_set_size": 256, "mp_trim_dscp": null}),
+            json!({"mp": true, "mp_entropy_set_size": 256, "mp_trim_dscp": null,
+                   "mp_peer_ordered": true}),
         ),
     );
     let at = query(&mut a, q2)["attrs"].clone();
+    assert_eq!(at["mp_peer_ordered"], true, "MR-PICS-5: the value in force");
     let s2 = check_set(&at, 256);
     assert_ne!(s1[..], s2[..128], "each QP gets its own set");
     assert_eq!(at["mp_trim_dscp"], Value::Null);

@@ -86,7 +86,8 @@ field("bth.psn", ProtoField.uint24("metaroce.bth.psn", "Packet Sequence Number",
 field("mpeth.first", ProtoField.bool("metaroce.mpeth.first", "First (F)", 8, nil, 0x80))
 field("mpeth.last", ProtoField.bool("metaroce.mpeth.last", "Last (L)", 8, nil, 0x40))
 field("mpeth.retransmission", ProtoField.bool("metaroce.mpeth.retransmission", "Retransmission (R)", 8, nil, 0x20))
-field("mpeth.reserved", ProtoField.uint8("metaroce.mpeth.reserved", "Reserved (5 bits)", base.HEX, nil, 0x1F))
+field("mpeth.ordered", ProtoField.bool("metaroce.mpeth.ordered", "Ordered (O)", 8, nil, 0x10))
+field("mpeth.reserved", ProtoField.uint8("metaroce.mpeth.reserved", "Reserved (4 bits)", base.HEX, nil, 0x0F))
 field("mpeth.msn", ProtoField.uint24("metaroce.mpeth.msn", "Message Sequence Number", base.DEC))
 field("mpeth.offset", ProtoField.uint32("metaroce.mpeth.offset", "Offset", base.DEC))
 field("mpeth.msg_len", ProtoField.uint32("metaroce.mpeth.msg_len", "Message Length", base.DEC))
@@ -248,12 +249,13 @@ local function dissect_mpeth(range, tree, pkt)
     t:add(f["mpeth.first"], b0)
     t:add(f["mpeth.last"], b0)
     t:add(f["mpeth.retransmission"], b0)
+    t:add(f["mpeth.ordered"], b0)
     local resv = t:add(f["mpeth.reserved"], b0)
     t:add(f["mpeth.msn"], range:range(1, 3))
     t:add(f["mpeth.offset"], range:range(4, 4))
     t:add(f["mpeth.msg_len"], range:range(8, 4))
     t:add(f["mpeth.timestamp"], range:range(12, 4))
-    if b0:bitfield(3, 5) ~= 0 then resv:add_proto_expert_info(e.reserved) end
+    if b0:bitfield(4, 4) ~= 0 then resv:add_proto_expert_info(e.reserved) end
     pkt.mpeth = {
         first = b0:bitfield(0, 1) == 1,
         last = b0:bitfield(1, 1) == 1,

@@ -12,8 +12,11 @@ pub mod mpeth_flags {
     pub const LAST: u8 = 0x40;
     /// Retransmission.
     pub const RETRANSMISSION: u8 = 0x20;
+    /// O: ordered message (SPEC v1.2 §7.5, MR-MPP-20, MR-MPP-21); a reserved
+    /// bit before v1.2.
+    pub const ORDERED: u8 = 0x10;
     /// Reserved bits.
-    pub const RESERVED: u8 = 0x1F;
+    pub const RESERVED: u8 = 0x0F;
 }
 
 /// SACKETH flag bits (byte 4).
@@ -39,7 +42,9 @@ pub struct MpethRepr {
     pub last: bool,
     /// R: retransmission.
     pub retransmission: bool,
-    /// Reserved low five bits of the flag byte, kept for round trips.
+    /// O: ordered message (§7.5): placed only after every earlier message.
+    pub ordered: bool,
+    /// Reserved low four bits of the flag byte, kept for round trips.
     pub reserved: u8,
     /// Message sequence number of the message the packet belongs to.
     pub msn: Msn,
@@ -64,6 +69,7 @@ impl MpethRepr {
                 first: flags & mpeth_flags::FIRST != 0,
                 last: flags & mpeth_flags::LAST != 0,
                 retransmission: flags & mpeth_flags::RETRANSMISSION != 0,
+                ordered: flags & mpeth_flags::ORDERED != 0,
                 reserved: flags & mpeth_flags::RESERVED,
                 msn: Msn::new(be24(b, 1)),
                 offset: be32(b, 4),
@@ -79,6 +85,11 @@ impl MpethRepr {
             | (if self.last { mpeth_flags::LAST } else { 0 })
             | (if self.retransmission {
                 mpeth_flags::RETRANSMISSION
+            } else {
+                0
+            })
+            | (if self.ordered {
+                mpeth_flags::ORDERED
             } else {
                 0
             })

@@ -240,7 +240,7 @@ fn ext_json(ext: &ExtHeaders, obj: &mut Map<String, Value>) {
             "mpeth",
             json!({
                 "first": h.first, "last": h.last, "retransmission": h.retransmission,
-                "reserved": h.reserved, "msn": h.msn.value(), "offset": h.offset,
+                "ordered": h.ordered, "reserved": h.reserved, "msn": h.msn.value(), "offset": h.offset,
                 "msg_len": h.msg_len, "timestamp": h.timestamp,
             }),
         );

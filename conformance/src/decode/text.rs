@@ -341,6 +341,7 @@ fn ext_text(ext: &ExtHeaders, out: &mut String) {
             .line("First", flag(h.first))
             .line("Last", flag(h.last))
             .line("Retransmission", flag(h.retransmission))
+            .line("Ordered", flag(h.ordered))
             .line("Message Sequence Number", h.msn.value())
             .line("Offset", h.offset)
             .line("Message Length", h.msg_len)

@@ -236,6 +236,11 @@ pub struct MpSetup {
     /// when equal to the declared value: then not sent to the agent).
     #[serde(default)]
     pub max_staged_bytes: Option<u64>,
+    /// `mp_peer_ordered` (SPEC v1.2 §7.5): the harness's responder honours
+    /// the MPETH O flag; sent only when true (vectors that set it need
+    /// `mp_ordered_write`).
+    #[serde(default)]
+    pub peer_ordered: bool,
 }
 
 fn default_entropy() -> u16 {

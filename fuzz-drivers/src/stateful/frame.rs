@@ -286,6 +286,7 @@ fn fill(inp: &mut Input<'_>, b: &mut PacketBuilder, kind: ExtKind, t: &Target) {
                 first: flags & 1 != 0,
                 last: flags & 2 != 0,
                 retransmission: flags & 4 != 0,
+                ordered: false,
                 reserved: 0,
                 msn: Msn::new(t.msn.wrapping_add(inp.pick(4) as u32)),
                 offset: pmtu * inp.pick(4) as u32,

@@ -209,6 +209,7 @@ pub(super) fn negotiate(
         entropy,
         window,
         trim_dscp: a.mp_trim_dscp,
+        peer_ordered: a.mp_peer_ordered.unwrap_or(false),
         tuning,
         // SPEC §7.1, §7.16: what the peer announced (RN) out of band.
         peer_resource_nak: a.mp_peer_resource_nak == Some(true),

@@ -17,7 +17,10 @@ use metaroce_agent::CapabilityProfile;
 /// stages SEND packets whose receive work request is not yet known without
 /// a byte limit of its own: only the receive window bounds it, at W packets
 /// of at most PMTU bytes, so the largest window at the largest PMTU is
-/// declared.
+/// declared. Ordered messages (MPETH O, SPEC v1.2 §7.5): the responder
+/// keeps their packets until every earlier message is placed (MR-MPP-20),
+/// and a fenced work request goes at once with O toward a peer that
+/// honours it (`mp_peer_ordered`, MR-MPP-11).
 pub fn reference_profile(cfg: &DeviceConfig) -> CapabilityProfile {
     // The MP local constants every MP QP of the agent uses (`MpTuning`'s
     // defaults; `modify_qp` may set only `mp_reorder_threshold` per QP).
@@ -55,6 +58,7 @@ pub fn reference_profile(cfg: &DeviceConfig) -> CapabilityProfile {
         mp_flow_label_entropy: false,
         mp_max_staged_bytes: u64::from(WINDOW_MAX) * u64::from(cfg.max_pmtu),
         mp_resource_nak: true,
+        mp_ordered_write: true,
         cm: false,
         host_big_endian: cfg!(target_endian = "big"),
         mp_reorder_threshold: Some(u64::from(t.reorder_threshold)),

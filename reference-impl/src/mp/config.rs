@@ -83,6 +83,9 @@ pub struct MpAttrs {
     pub window: u32,
     /// `mp_trim_dscp`: DSCP of trimmed packets, `None` = trimming off.
     pub trim_dscp: Option<u8>,
+    /// `mp_peer_ordered`: the peer's responder honours the MPETH O flag
+    /// (SPEC §7.5), so a fenced work request is sent at once with O.
+    pub peer_ordered: bool,
     /// Local constants.
     pub tuning: MpTuning,
     /// `mp_peer_resource_nak`: the peer's requester understands NAK 0x66
@@ -103,6 +106,7 @@ impl Default for MpAttrs {
             entropy: MpEntropy::Seeded { n: 128, seed: 0 },
             window: 1024,
             trim_dscp: None,
+            peer_ordered: false,
             tuning: MpTuning::default(),
             peer_resource_nak: false,
             max_staged_bytes: u64::MAX,
@@ -123,6 +127,7 @@ pub(crate) struct MpConfig {
     pub values: Vec<u16>,
     pub window: u32,
     pub trim_dscp: Option<u8>,
+    pub peer_ordered: bool,
     pub tuning: MpTuning,
     pub peer_resource_nak: bool,
     pub max_staged_bytes: u64,
@@ -216,6 +221,7 @@ impl MpAttrs {
             values,
             window: self.window,
             trim_dscp: self.trim_dscp,
+            peer_ordered: self.peer_ordered,
             tuning: self.tuning,
             peer_resource_nak: self.peer_resource_nak,
             max_staged_bytes: self.max_staged_bytes,

@@ -199,6 +199,7 @@ impl Unconstrained for MpethSpec {
             msg_len: Field::Any,
             timestamp: Field::Any,
             dma_len: Field::Any,
+            ordered: Field::Any,
         };
         &ANY
     }
@@ -268,6 +269,8 @@ pub struct MpethSpec {
     pub timestamp: Field<u32>,
     /// RETH DMA length (MP WRITE, MP READ Request), when RETH is present.
     pub dma_len: Field<u32>,
+    /// O flag (SPEC v1.2 §7.5, MR-MPP-21).
+    pub ordered: Field<bool>,
 }
 
 /// Constraints on the SACKETH of a packet (SPEC.md §7.2) besides its syndrome

@@ -150,6 +150,7 @@ impl Test<'_> {
                         reorder_threshold: None,
                         peer_resource_nak: None,
                         max_staged_bytes: None,
+                        peer_ordered: false,
                     });
                     a["mp"] = Value::Bool(true);
                     a["mp_entropy_set_size"] = mp.entropy_set_size.into();
@@ -173,6 +174,9 @@ impl Test<'_> {
                         && declared.and_then(Value::as_u64).unwrap_or(0) != b
                     {
                         a["mp_max_staged_bytes"] = b.into();
+                    }
+                    if mp.peer_ordered {
+                        a["mp_peer_ordered"] = true.into();
                     }
                 }
                 a

@@ -63,6 +63,9 @@ pub(crate) struct MpWqe {
     pub executed: bool,
     /// A local error found when the WQE was started.
     pub error: Option<WcStatus>,
+    /// Sent with MPETH O in every packet (a fenced request toward a peer
+    /// that honours O, MR-MPP-11, MR-MPP-21).
+    pub ordered: bool,
 }
 
 impl MpWqe {
@@ -147,6 +150,8 @@ pub(crate) struct MpRequester {
     pub(super) window: u32,
     pub(super) pmtu: u32,
     pub(super) trim_dscp: Option<u8>,
+    /// `mp_peer_ordered` (SPEC §7.5).
+    pub(super) peer_ordered: bool,
     /// Probes to send now (values).
     pub(super) probe_now: VecDeque<u16>,
 }
@@ -190,6 +195,7 @@ impl MpRequester {
             window: mp.window,
             pmtu: cfg.pmtu,
             trim_dscp: mp.trim_dscp,
+            peer_ordered: mp.peer_ordered,
             probe_now: VecDeque::new(),
         }
     }
@@ -262,6 +268,7 @@ impl MpRequester {
             asked_to: 0,
             executed: false,
             error: None,
+            ordered: false,
         };
         if flushed {
             cfg.complete_send(env, wqe.completion(WcStatus::WrFlushErr));

@@ -158,6 +158,7 @@ impl MpRequester {
             // MR-MPH-2 (SPEC v1.2): L exactly when the range ends the read.
             last: offset + len == w.len,
             retransmission: true,
+            ordered: w.ordered,
             msn: Msn::new(w.msn as u32),
             offset: offset as u32,
             msg_len: w.len as u32,
@@ -365,8 +366,13 @@ impl MpRequester {
         if w.error.is_some() {
             return false;
         }
-        // MR-MPP-11: a fenced request waits for every earlier one.
-        if w.wr.fence && index > 0 {
+        // MR-MPP-11: a fenced request waits for every earlier one, or,
+        // toward a peer that honours O and with no earlier READ or atomic
+        // whose data it might carry, goes now with O (MR-MPP-21).
+        let ordered = w.wr.fence
+            && self.peer_ordered
+            && !self.sq.iter().take(index).any(|e| e.wr.op.is_rd_atomic());
+        if w.wr.fence && index > 0 && !ordered {
             return false;
         }
         let rd = w.wr.op.is_rd_atomic();
@@ -404,6 +410,7 @@ impl MpRequester {
             w.asked = vec![0; w.npsn as usize];
         }
         w.started = true;
+        w.ordered = ordered;
         self.next_psn += u64::from(w.npsn);
         self.next_msn += 1;
         self.started += 1;
@@ -482,6 +489,7 @@ pub(super) fn packet(
         first: true,
         last: true,
         retransmission: retx,
+        ordered: w.ordered,
         msn: Msn::new(w.msn as u32),
         offset: 0,
         msg_len: w.len as u32,

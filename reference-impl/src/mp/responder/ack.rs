@@ -143,6 +143,7 @@ impl MpResponder {
                     first: off == 0,
                     last: off + chunk == *read_len as usize,
                     retransmission: echo.retx,
+                    ordered: false,
                     reserved: 0,
                     msn: Msn::new(*msn),
                     offset: off as u32,

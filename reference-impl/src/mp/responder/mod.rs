@@ -38,6 +38,9 @@ pub(crate) struct Msg {
     pub staged: Vec<(u32, Vec<u8>)>,
     /// READ / atomic request stored for execution (MR-MPA-9).
     pub exec: Option<Exec>,
+    /// MPETH O (SPEC v1.2 §7.5): its packets are kept in `staged` until
+    /// every earlier message is entirely placed (MR-MPP-20).
+    pub ordered: bool,
 }
 
 /// A READ or atomic request waiting for execution.

@@ -137,6 +137,7 @@ impl MpResponder {
             wr: None,
             staged: Vec::new(),
             exec: None,
+            ordered: m.ordered,
         });
         if msg.opcode != op
             || msg.len != m.msg_len
@@ -148,6 +149,10 @@ impl MpResponder {
         if msg.placed.get(k as usize).is_none_or(|&b| b) {
             return Ok(());
         }
+        // MR-MPP-20: a packet of an ordered message is kept (staged, so it
+        // may be acknowledged, MR-MPA-9) and placed by `release`.
+        msg.ordered |= m.ordered;
+        let ordered = msg.ordered;
         if is_write {
             // MR-MPP-2: key and the whole range before any byte.
             let r = pkt.ext.reth.unwrap_or(RethRepr {
@@ -170,7 +175,20 @@ impl MpResponder {
             {
                 return Err((NAK_ACCESS, idx));
             }
-            if len > 0 {
+            if ordered && !self.earlier_all_placed(msn) {
+                // MR-MPP-20: held, in the same staging budget as SEND
+                // packets (MR-MPP-5), or refused (MR-MPP-23).
+                if self.staged_bytes + u64::from(len) > self.max_staged {
+                    self.refuse_for_resources(t, idx);
+                    return Ok(());
+                }
+                self.staged_bytes += u64::from(len);
+                self.msgs
+                    .get_mut(&msn)
+                    .ok_or((NAK_INVALID, idx))?
+                    .staged
+                    .push((m.offset, pkt.payload.to_vec()));
+            } else if len > 0 {
                 // MR-MPP-1: placed now, whatever arrived before.
                 let va = r.va.wrapping_add(u64::from(m.offset));
                 env.mem
@@ -180,8 +198,9 @@ impl MpResponder {
         } else {
             // MR-MPP-4: a SEND waits for its receive work request.
             self.assign(cfg, env)?;
+            let hold = ordered && !self.earlier_all_placed(msn);
             let msg = self.msgs.get_mut(&msn).ok_or((NAK_INVALID, idx))?;
-            if let Some(wr) = &msg.wr {
+            if let Some(wr) = msg.wr.as_ref().filter(|_| !hold) {
                 place_send(cfg, env, wr, m.offset, pkt.payload).map_err(|s| (s, idx))?;
             } else if self.blocked == Some(msn) {
                 // MR-MPP-17: refused, neither placed nor acknowledged.
@@ -201,17 +220,7 @@ impl MpResponder {
                 }
                 return Ok(());
             } else if self.max_staged == 0 || self.staged_bytes + u64::from(len) > self.max_staged {
-                // MR-MPP-23, MR-MPP-24: no room to stage it: neither placed,
-                // staged nor acknowledged; NAK 0x66 toward a peer that
-                // announced RN, else dropped.
-                if self.peer_rn {
-                    self.push_ack(Trigger {
-                        syndrome: NAK_RESOURCE,
-                        nak_base: Some(idx),
-                        idx: Some(idx),
-                        ..t
-                    });
-                }
+                self.refuse_for_resources(t, idx);
                 return Ok(());
             } else {
                 // MR-MPP-5: staged, so it may be acknowledged.
@@ -235,9 +244,11 @@ impl MpResponder {
                     self.blocked = Some(self.assign_msn);
                     return Ok(());
                 };
-                for (off, data) in std::mem::take(&mut m.staged) {
-                    self.staged_bytes = self.staged_bytes.saturating_sub(data.len() as u64);
-                    place_send(cfg, env, &wr, off, &data).map_err(|s| (s, m.first))?;
+                if !m.ordered {
+                    for (off, data) in std::mem::take(&mut m.staged) {
+                        self.staged_bytes = self.staged_bytes.saturating_sub(data.len() as u64);
+                        place_send(cfg, env, &wr, off, &data).map_err(|s| (s, m.first))?;
+                    }
                 }
                 m.wr = Some(wr);
             }
@@ -260,6 +271,7 @@ impl MpResponder {
     /// READs and atomics at the head (MR-MPP-7).
     fn progress_inner(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Result<(), Fatal> {
         self.assign(cfg, env)?;
+        self.release(cfg, env)?;
         while let Some(m) = self.msgs.get(&self.next_msn) {
             let ready = match m.opcode {
                 Opcode::MP_READ_REQUEST | Opcode::MP_CMP_SWAP | Opcode::MP_FETCH_ADD => {
@@ -276,6 +288,70 @@ impl MpResponder {
             let msn = self.next_msn;
             self.next_msn += 1;
             self.complete(cfg, env, msn, m)?;
+            self.release(cfg, env)?;
+        }
+        Ok(())
+    }
+
+    /// MR-MPP-23, MR-MPP-24: a packet refused for lack of resources is
+    /// neither placed, staged nor acknowledged; NAK 0x66 toward a peer that
+    /// announced RN, else dropped.
+    fn refuse_for_resources(&mut self, t: Trigger, idx: u64) {
+        if self.peer_rn {
+            self.push_ack(Trigger {
+                syndrome: NAK_RESOURCE,
+                nak_base: Some(idx),
+                idx: Some(idx),
+                ..t
+            });
+        }
+    }
+
+    /// Every message before `msn` is entirely placed (a READ or atomic:
+    /// executed), as `release` requires before it places an ordered one.
+    fn earlier_all_placed(&self, msn: u64) -> bool {
+        (self.next_msn..msn).all(|x| {
+            self.msgs.get(&x).is_some_and(|m| {
+                let write = matches!(m.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM);
+                m.exec.is_none()
+                    && m.placed_count == m.npkts
+                    && m.staged.is_empty()
+                    && (write || m.wr.is_some())
+            })
+        })
+    }
+
+    /// MR-MPP-20: places the kept packets of each ordered message whose
+    /// earlier messages are all entirely placed (a READ or atomic:
+    /// executed, which happens when it completes).
+    fn release(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Result<(), Fatal> {
+        let mut msn = self.next_msn;
+        while let Some(m) = self.msgs.get_mut(&msn) {
+            if m.exec.is_some() {
+                break;
+            }
+            let write = matches!(m.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM);
+            if m.ordered && (write || m.wr.is_some()) {
+                for (off, data) in std::mem::take(&mut m.staged) {
+                    self.staged_bytes = self.staged_bytes.saturating_sub(data.len() as u64);
+                    match (&m.wr, m.reth) {
+                        (Some(wr), _) if !write => {
+                            place_send(cfg, env, wr, off, &data).map_err(|s| (s, m.first))?;
+                        }
+                        (_, Some(r)) if !data.is_empty() => {
+                            let va = r.va.wrapping_add(u64::from(off));
+                            env.mem
+                                .remote_write(cfg.pd, r.rkey, va, &data)
+                                .map_err(|_| (NAK_ACCESS, m.first))?;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if m.placed_count != m.npkts || !m.staged.is_empty() || !(write || m.wr.is_some()) {
+                break;
+            }
+            msn += 1;
         }
         Ok(())
     }
@@ -511,6 +587,7 @@ fn exec_msg(
         wr: None,
         staged: Vec::new(),
         exec: Some(Exec { atomic, echo }),
+        ordered: false, // executed in MSN order anyway (MR-MPP-7)
     }
 }
 

@@ -69,6 +69,11 @@ pub struct MpConfig {
     pub rnr_retry: u32,
     /// The responder host stores 64-bit integers little-endian (atomics, §6.16).
     pub host_little_endian: bool,
+    /// `mp_ordered_write` of this end: its responder honours MPETH O
+    /// (SPEC v1.2 §7.5, MR-MPP-20).
+    pub ordered_write: bool,
+    /// `mp_peer_ordered`: the peer's responder honours O (MR-MPP-21).
+    pub peer_ordered: bool,
 }
 
 impl Default for MpConfig {
@@ -101,6 +106,8 @@ impl Default for MpConfig {
             resource_nak: None,
             rnr_retry: 7,
             host_little_endian: true,
+            ordered_write: false,
+            peer_ordered: false,
         }
     }
 }

@@ -11,8 +11,10 @@
 //! and one copy of the oldest unacknowledged PSN per loss); ACK content: cumulative PSN monotone (MR-MPA-3),
 //! SACK base rule (MR-MPA-4), bits only for PSNs sent (MR-MPA-4), never
 //! un-reporting (MR-MPA-5), echoed R/T flags (MR-MPA-6), syndrome 0x1F
-//! (MR-MPA-8), no NAK 0x60 (MR-MPL-9), BTH flags (MR-MPH-6); and, for a
-//! capture taken at the responder, the ACK deadlines (MR-MPA-1, MR-MPA-2).
+//! (MR-MPA-8), no NAK 0x60 (MR-MPL-9), BTH flags (MR-MPH-6); MPETH O alike
+//! in every packet of a message (MR-MPP-21; whether the peer announced O
+//! is not in the capture, so O itself is not judged); and, for a capture
+//! taken at the responder, the ACK deadlines (MR-MPA-1, MR-MPA-2).
 //!
 //! # The order of MP ACKs (MR-MPA-3, MR-MPA-5)
 //!
@@ -247,6 +249,10 @@ pub struct MpJudge {
     recent: std::collections::VecDeque<(u16, u32, u64)>,
     /// Requests that need a prompt ACK: PSN → (deadline, frame).
     ack_due: BTreeMap<u32, (u64, u64)>,
+    /// MPETH O and frame of the first packet seen of each of the latest
+    /// [`RECENT`] messages, by MSN (MR-MPP-21), and those MSNs oldest first.
+    ordered: BTreeMap<u32, (bool, u64)>,
+    ordered_age: std::collections::VecDeque<u32>,
     /// Findings so far.
     pub findings: Vec<Finding>,
     /// The frames each finding concerns (parallel to `findings`).
@@ -279,8 +285,37 @@ impl MpJudge {
             retired: BTreeSet::new(),
             recent: std::collections::VecDeque::new(),
             ack_due: BTreeMap::new(),
+            ordered: BTreeMap::new(),
+            ordered_age: std::collections::VecDeque::new(),
             findings: Vec::new(),
             finding_frames: Vec::new(),
+        }
+    }
+
+    /// MR-MPP-21: O set in every packet of a message or in none; the first
+    /// packet the capture shows of each message decides.
+    fn judge_ordered(&mut self, frame: u64, psn: Psn, m: &metaroce_codec::ext::MpethRepr) {
+        let msn = m.msn.value();
+        match self.ordered.get(&msn) {
+            Some(&(o, first)) if o != m.ordered => self.report(
+                "MR-MPP-21",
+                format!(
+                    "MPETH O {} in PSN {psn} but {} in an earlier packet of MSN {msn}",
+                    u8::from(m.ordered),
+                    u8::from(o)
+                ),
+                vec![frame, first],
+            ),
+            Some(_) => {}
+            None => {
+                if self.ordered_age.len() >= RECENT
+                    && let Some(old) = self.ordered_age.pop_front()
+                {
+                    self.ordered.remove(&old);
+                }
+                self.ordered_age.push_back(msn);
+                self.ordered.insert(msn, (m.ordered, frame));
+            }
         }
     }
 
@@ -396,6 +431,7 @@ impl MpJudge {
             self.doubtful.insert(ev, self.seq);
             return;
         }
+        self.judge_ordered(frame, p.bth.psn, &m);
         let psn = p.bth.psn;
         self.first_psn.get_or_insert(psn);
         self.seq += 1;

@@ -878,3 +878,23 @@ fn resend_after_resource_nak_is_no_early_retransmission_mr_mpp_25() {
     assert!(j.findings.is_empty(), "{:?}", j.findings);
     assert!(!j.retired.contains(&2), "MR-MPF-11");
 }
+
+#[test]
+fn o_alike_in_every_packet_of_a_message_mr_mpp_21() {
+    let o = |psn: u32, ordered: bool| {
+        wire(
+            req(Opcode::MP_SEND, psn, 0, psn * 256, 8192, &[0; 256])
+                .ext(|e| e.mpeth.as_mut().unwrap().ordered = ordered),
+        )
+    };
+    // O in every packet: no finding (whether the peer announced O is not
+    // in the capture).
+    let mut j = MpJudge::new(cfg(), CapturePoint::Requester);
+    for (i, ev) in [1u16, 2, 3].into_iter().enumerate() {
+        j = j.request(&o(i as u32, true).roce(), ev, i as u64);
+    }
+    assert!(j.findings.is_empty(), "{:?}", j.findings);
+    // O in the first two packets only.
+    let j = j.request(&o(3, false).roce(), 1, 3);
+    assert_eq!(ids(&j.findings), vec!["MR-MPP-21"]);
+}

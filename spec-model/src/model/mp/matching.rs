@@ -45,6 +45,7 @@ pub fn spec_allows(spec: &PacketSpec, packet: &RocePacket<'_>, udp_src_port: u16
         && opt(&spec.mpeth.msg_len, m.map(|m| m.msg_len))
         && opt(&spec.mpeth.timestamp, m.map(|m| m.timestamp))
         && opt(&spec.mpeth.dma_len, dma_len)
+        && opt(&spec.mpeth.ordered, m.map(|m| m.ordered))
         && opt(&spec.sacketh.ecn_ce, s.map(|s| s.ecn_ce))
         && opt(&spec.sacketh.retransmission, s.map(|s| s.retransmission))
         && opt(&spec.sacketh.trimmed, s.map(|s| s.trimmed))

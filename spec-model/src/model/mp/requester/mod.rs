@@ -208,6 +208,8 @@ pub struct WrState {
     pub read: Option<ReadProgress>,
     /// Atomic acknowledged, with the original value.
     pub atomic_done: Option<u64>,
+    /// MPETH O of its first packet sent (MR-MPP-21: every packet alike).
+    pub ordered: Option<bool>,
 }
 
 /// Requester counters of §9.3.
@@ -355,6 +357,7 @@ impl MpRequester {
             sent: 0,
             read,
             atomic_done: None,
+            ordered: None,
             wr,
         };
         next.next_msn += 1;

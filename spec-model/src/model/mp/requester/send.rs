@@ -57,9 +57,45 @@ impl MpRequester {
                 msg_len: Field::Exact(len),
                 timestamp: Field::Any,
                 dma_len,
+                ordered: self.ordered_field(w),
             }),
             ..PacketSpec::opcode(w.wr.op.opcode())
         }
+    }
+
+    /// MPETH O of a packet of `w` (MR-MPP-21): never toward a peer that did
+    /// not announce O; as the message's first packet had it; set on a
+    /// fenced request sent before the earlier ones completed (MR-MPP-11);
+    /// else the requester's choice.
+    pub fn ordered_field(&self, w: &WrState) -> Field<bool> {
+        if !self.cfg.peer_ordered {
+            Field::Exact(false)
+        } else if let Some(o) = w.ordered {
+            Field::Exact(o)
+        } else if self.fence_waits(w) {
+            Field::Exact(true)
+        } else {
+            Field::Any
+        }
+    }
+
+    /// `w` is fenced and an earlier work request has not completed
+    /// (MR-MPP-11), so it may not go yet without O.
+    pub(crate) fn fence_waits(&self, w: &WrState) -> bool {
+        w.wr.fence && w.sent == 0 && self.wrs.keys().any(|&k| k < w.wr.wr)
+    }
+
+    /// MR-MPP-11 (SPEC v1.2): a fenced request may go at once with O only
+    /// toward a peer that honours O and with no earlier READ or atomic
+    /// incomplete (the fence of MR-REQ-8 keeps their data from being sent).
+    pub(crate) fn fence_may_order(&self, w: &WrState) -> bool {
+        self.cfg.peer_ordered
+            && !self.wrs.range(..w.wr.wr).any(|(_, e)| {
+                matches!(
+                    e.wr.op,
+                    WrOp::Read { .. } | WrOp::CmpSwap { .. } | WrOp::FetchAdd { .. }
+                )
+            })
     }
 
     /// An MP Probe on `v` (MR-MPF-4): flags 0, MSN 0, offset 0, length 0,
@@ -86,6 +122,7 @@ impl MpRequester {
                 msg_len: Field::Exact(0),
                 timestamp: Field::Any,
                 dma_len: Field::Any,
+                ordered: Field::Exact(false),
             }),
             ..PacketSpec::opcode(Opcode::MP_PROBE)
         }
@@ -228,7 +265,7 @@ impl MpRequester {
                 _ => u64::from(w.wr.op.len().saturating_sub(offset).min(self.cfg.pmtu)),
             };
             let idx = w.first_idx + u64::from(offset / self.cfg.pmtu.max(1));
-            let fenced = w.wr.fence && w.sent == 0 && self.wrs.keys().any(|&k| k < w.wr.wr);
+            let fenced = self.fence_waits(w) && !self.fence_may_order(w);
             let in_window = (idx as i64 + w.npsn_tail(offset, self.cfg.pmtu) as i64 - 1)
                 - self.cum_idx
                 <= i64::from(self.cfg.window);

@@ -54,6 +54,33 @@ impl MpRequester {
             self.counters.mp_probes_sent += 1;
             return f;
         }
+        // MR-MPP-21: O only toward a peer that announced it, and in every
+        // packet of a message or in none (the first packet sent decides).
+        if m.ordered && !self.cfg.peer_ordered {
+            f.push(Finding::new(
+                "MR-MPP-21",
+                format!(
+                    "MPETH O set (MSN {}) toward a peer that did not announce O",
+                    m.msn.value()
+                ),
+            ));
+        }
+        if let Some(w) = self.wrs.values_mut().find(|w| w.msn == m.msn) {
+            match w.ordered {
+                Some(o) if o != m.ordered => f.push(Finding::new(
+                    "MR-MPP-21",
+                    format!(
+                        "MPETH O {} in PSN {} but {} in an earlier packet of MSN {}",
+                        u8::from(m.ordered),
+                        p.bth.psn,
+                        u8::from(o),
+                        m.msn.value()
+                    ),
+                )),
+                Some(_) => {}
+                None => w.ordered = Some(m.ordered),
+            }
+        }
         let allowed = self.entropy.allowed_next(now);
         if !allowed.contains(&ev) {
             let id = if self.entropy.retired.contains_key(&ev)
@@ -172,7 +199,8 @@ impl MpRequester {
                     ),
                 ));
             }
-            let spec = self.rerequest_spec(&w, m.offset, dma, now);
+            let mut spec = self.rerequest_spec(&w, m.offset, dma, now);
+            spec.mpeth.ordered = crate::model::Field::Any; // MR-MPP-21 above
             if !spec_allows(&spec, p, ev) {
                 f.push(Finding::new(
                     "MR-MPR-7",
@@ -247,6 +275,7 @@ impl MpRequester {
                 let mut spec = self.packet_spec(w, seg.offset, true, now);
                 spec.udp_src_port = crate::model::Field::Any;
                 spec.psn = crate::model::Field::Exact(p.bth.psn);
+                spec.mpeth.ordered = crate::model::Field::Any; // MR-MPP-21 above
                 if !spec_allows(&spec, p, ev) {
                     f.push(Finding::new(
                         "MR-MPL-7",
@@ -346,6 +375,7 @@ impl MpRequester {
                 ));
             }
         }
+        spec_no_ev.mpeth.ordered = crate::model::Field::Any; // MR-MPP-21 above
         if !spec_allows(&spec_no_ev, p, ev) {
             let id = if p.bth.psn != self.psn(w.first_idx + u64::from(offset / pmtu)) {
                 "MR-MPH-10"
@@ -381,7 +411,9 @@ impl MpRequester {
                 format!("PSN {} beyond W of the cumulative ACK", p.bth.psn),
             ));
         }
-        if w.wr.fence && w.sent == 0 && self.wrs.keys().any(|&k| k < w.wr.wr) {
+        // MR-MPP-11: unless it goes at once with O toward a peer that
+        // honours O, with no earlier READ or atomic outstanding.
+        if self.fence_waits(&w) && !(m.ordered && self.fence_may_order(&w)) {
             f.push(Finding::new(
                 "MR-MPP-11",
                 "fenced work request sent before earlier ones completed",

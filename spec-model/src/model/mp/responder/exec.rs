@@ -261,6 +261,8 @@ impl MpResponder {
                     // by a residence time the model cannot know (0 allowed).
                     timestamp: Field::Any,
                     dma_len: Field::Any,
+                    // A reserved bit in a response (MR-MPH-7): not judged.
+                    ordered: Field::Any,
                 }),
                 ..PacketSpec::opcode(Opcode::MP_READ_RESPONSE)
             });

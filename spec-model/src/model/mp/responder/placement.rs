@@ -81,6 +81,10 @@ pub struct MsgState {
     pub executed: bool,
     /// READ or atomic: the request awaiting execution.
     pub request: Option<StoredRequest>,
+    /// A packet of it carried MPETH O (SPEC v1.2 §7.5): on a responder that
+    /// declares `mp_ordered_write`, its packets are staged until every
+    /// earlier message is placed (MR-MPP-20).
+    pub ordered: bool,
 }
 
 impl MsgState {
@@ -134,7 +138,8 @@ impl MpResponder {
     pub(crate) fn record_message(&mut self, index: u64, p: &RocePacket<'_>, m: &MpethRepr) -> bool {
         let kind = MsgKind::of(p.bth.opcode).unwrap_or(MsgKind::Send);
         let reth = p.ext.reth;
-        if let Some(msg) = self.messages.get(&index) {
+        if let Some(msg) = self.messages.get_mut(&index) {
+            msg.ordered |= m.ordered;
             return msg.opcode == p.bth.opcode && msg.msg_len == m.msg_len && msg.reth == reth;
         }
         let npkts = match kind {
@@ -157,6 +162,7 @@ impl MpResponder {
                 recv: None,
                 executed: false,
                 request: None,
+                ordered: m.ordered,
             },
         );
         true
@@ -232,6 +238,7 @@ impl MpResponder {
         let pkt = m.offset / self.cfg.pmtu.max(1);
         let mut out = Outcomes::none();
         let kind = self.messages.get(&index).map(|x| x.kind);
+        let hold = self.held(index);
         if kind == Some(MsgKind::Write) {
             let reth = p.ext.reth.unwrap_or_default();
             let mut region = None;
@@ -248,7 +255,21 @@ impl MpResponder {
                     }
                 }
             }
-            if let Some((ri, base)) = region
+            if hold {
+                // MR-MPP-20: staged, or refused when staging is full; a
+                // WRITE with Immediate without a receive is refused first.
+                if self
+                    .messages
+                    .get(&index)
+                    .is_some_and(|x| x.consumes_receive())
+                    && let RecvLookup::Missing = self.recv_lookup(index)
+                {
+                    return self.refuse_rnr(index, t, now);
+                }
+                if let Some(refused) = self.stage_ordered(index, pkt, p, t) {
+                    return refused;
+                }
+            } else if let Some((ri, base)) = region
                 && !p.payload.is_empty()
             {
                 let off = base + m.offset as usize;
@@ -273,12 +294,19 @@ impl MpResponder {
                     return self.refuse_rnr(index, t, now);
                 }
             }
-            if let Some(msg) = self.messages.get_mut(&index) {
+            if let Some(msg) = self.messages.get_mut(&index)
+                && !hold
+            {
                 msg.placed.insert(pkt);
             }
         } else {
             match self.recv_lookup(index) {
                 RecvLookup::Missing => return self.refuse_rnr(index, t, now),
+                _ if hold => {
+                    if let Some(refused) = self.stage_ordered(index, pkt, p, t) {
+                        return refused;
+                    }
+                }
                 RecvLookup::Undetermined => {
                     let len = p.payload.len() as u64;
                     if self.staged_bytes + len > self.cfg.max_staged_bytes
@@ -329,6 +357,39 @@ impl MpResponder {
         };
         let out = self.progress(out);
         self.ack_policy(out, t, why, now)
+    }
+
+    /// MR-MPP-20: a packet of an ordered message that the responder, which
+    /// declares `mp_ordered_write`, may not place yet, because an earlier
+    /// message is not entirely placed (a READ or atomic: executed).
+    fn held(&self, index: u64) -> bool {
+        self.cfg.ordered_write
+            && self.messages.get(&index).is_some_and(|m| m.ordered)
+            && !(self.completed..index)
+                .all(|i| self.messages.get(&i).is_some_and(MsgState::is_placed))
+    }
+
+    /// Stages a held packet of an ordered message as SEND data is staged
+    /// (MR-MPP-5: exactly when it fits in `mp_max_staged_bytes`); `Some`:
+    /// it does not fit and is refused, neither placed, staged nor
+    /// acknowledged, as a SEND packet that does not fit (MR-MPP-5).
+    fn stage_ordered(
+        &mut self,
+        index: u64,
+        pkt: u32,
+        p: &RocePacket<'_>,
+        t: &Trigger,
+    ) -> Option<Outcomes> {
+        let len = p.payload.len() as u64;
+        if self.staged_bytes + len > self.cfg.max_staged_bytes || self.cfg.max_staged_bytes == 0 {
+            let ack = self.ack_spec(t);
+            return Some(Outcomes::none().allow(&["MR-MPP-20", "MR-MPP-5"], Effect::Send(ack)));
+        }
+        self.staged_bytes += len;
+        if let Some(msg) = self.messages.get_mut(&index) {
+            msg.staged.insert(pkt, p.payload.to_vec());
+        }
+        None
     }
 
     /// MR-MPP-4: SEND data goes at MPETH offset within the receive buffer.
@@ -412,6 +473,13 @@ impl MpResponder {
             .map(|(&i, _)| i)
             .collect();
         for index in indexes {
+            if self.held(index) {
+                continue; // MR-MPP-20
+            }
+            if self.messages.get(&index).map(|m| m.kind) == Some(MsgKind::Write) {
+                out = self.flush_ordered_write(out, index);
+                continue;
+            }
             let wr = match self.recv_lookup(index) {
                 RecvLookup::Found(wr) => Some(wr),
                 RecvLookup::Unknown => None,
@@ -432,6 +500,39 @@ impl MpResponder {
                     m.placed.insert(pkt);
                     m.recv.clone_from(&wr);
                 }
+            }
+        }
+        out
+    }
+
+    /// MR-MPP-20: places the staged packets of an ordered WRITE once every
+    /// earlier message is placed (its key was checked on arrival, MR-MPP-2).
+    fn flush_ordered_write(&mut self, mut out: Outcomes, index: u64) -> Outcomes {
+        let Some(m) = self.messages.get_mut(&index) else {
+            return out;
+        };
+        let staged = std::mem::take(&mut m.staged);
+        let reth = m.reth.unwrap_or_default();
+        let region = self.check_key(reth.rkey, reth.va, u64::from(reth.dma_len), |a| a.write);
+        for (pkt, data) in staged {
+            self.staged_bytes = self.staged_bytes.saturating_sub(data.len() as u64);
+            if let Some((ri, base)) = region
+                && !data.is_empty()
+            {
+                let off = base + (pkt.saturating_mul(self.cfg.pmtu)) as usize;
+                let mr = &mut self.memory[ri];
+                mr.write(off, &data);
+                out = out.require(
+                    &["MR-MPP-20"],
+                    Effect::Write {
+                        key: mr.key,
+                        offset: off as u64,
+                        bytes: data,
+                    },
+                );
+            }
+            if let Some(m) = self.messages.get_mut(&index) {
+                m.placed.insert(pkt);
             }
         }
         out

@@ -55,6 +55,7 @@ pub(crate) fn build(r: &MpRequester, spec: &PacketSpec, ts: u32) -> PacketBuilde
                 first: exact(&spec.mpeth.first).unwrap_or(false),
                 last: exact(&spec.mpeth.last).unwrap_or(false),
                 retransmission: exact(&spec.mpeth.retransmission).unwrap_or(false),
+                ordered: exact(&spec.mpeth.ordered).unwrap_or(false),
                 msn,
                 offset,
                 msg_len,
@@ -690,4 +691,5 @@ fn rnr_nak_holds_then_retransmits_mr_mpp_18() {
 
 mod congestion;
 mod headers_atomic;
+mod ordered;
 mod resource;

@@ -709,4 +709,5 @@ fn write_with_immediate_completion_mr_mpp_9() {
     assert_eq!(c.status, Field::Exact(WcStatus::Success));
 }
 
+mod ordered;
 mod resources;
