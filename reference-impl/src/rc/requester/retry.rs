@@ -79,9 +79,11 @@ impl Requester {
         if cause != RetryCause::Timeout && self.retrying_from == Some(psn) {
             return; // the same retry is already under way
         }
-        if psn.is_after(self.cursor_psn()) {
-            return; // a resend from an earlier PSN is already pending
-        }
+        // A resend from an earlier PSN may already be pending (a second NAK
+        // 0x60 in a burst): that resend covers `psn`, so the cursor stays,
+        // but this is still a retry, counted (MR-TMR-5) and recorded as the
+        // one in progress (MR-TMR-9).
+        let pending = psn.is_after(self.cursor_psn());
         // zoo: retry-forever — the exhausted counter is ignored.
         if self.retry_left == 0 && !zoo!(cfg.mutant, RetryForever) {
             // Counter at 0 and a retry is needed: fail the oldest (MR-TMR-5).
@@ -90,7 +92,9 @@ impl Requester {
         }
         self.retry_left = self.retry_left.saturating_sub(1);
         self.retrying_from = Some(psn);
-        self.seek(psn);
+        if !pending {
+            self.seek(psn);
+        }
         self.ack_deadline = None; // restarted when the first packet leaves
     }
 
