@@ -3,7 +3,8 @@
 # veth (TCP to the agent), runs mpnic in the IUT namespace and `metaroce run`
 # in the harness namespace, then tears everything down.
 # usage: run-cert.sh [-k FILTER]... [extra metaroce run args]
-# IUT=ref runs metaroce-ref serve instead of mpnic (a baseline on the same bed)
+# IUT=ref runs metaroce-ref serve instead of mpnic (a baseline on the same bed);
+# SERVE_ARGS adds arguments to it (e.g. SERVE_ARGS='--mp-timers FILE')
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -43,7 +44,7 @@ if [ "${IUT:-mpnic}" = ref ]; then
   # baseline: the reference transport on the same test bed (IUT=ref)
   [ -n "$METAROCE_REF" ] || { echo "IUT=ref needs metaroce-ref" >&2; exit 2; }
   ip netns exec $NI $METAROCE_REF serve --iface di$ID --ip 10.0.0.2 \
-     --listen 192.168.250.2:7471 >"$OUT/agent.log" 2>&1 &
+     --listen 192.168.250.2:7471 ${SERVE_ARGS:-} >"$OUT/agent.log" 2>&1 &
 else
   ip netns exec $NI env PYTHONPATH=$HERE $PY -m mpnic serve --iface di$ID --ip 10.0.0.2 \
      --listen 192.168.250.2:7471 >"$OUT/agent.log" 2>&1 &
