@@ -74,7 +74,7 @@ fn first_retransmission_after(mp: MpLocal) -> u64 {
     ok(
         &mut a,
         json!({"op": "post_send", "qpn": q, "wr_id": 1, "opcode": "send", "signaled": true,
-               "sge": [{"addr": mr["addr"], "length": 64, "lkey": mr["lkey"]}]}),
+               "sg_list": [{"addr": mr["addr"], "length": 64, "lkey": mr["lkey"]}]}),
     );
     let _ = cq;
     let mut now = a.device().now();
