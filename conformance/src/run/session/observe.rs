@@ -167,8 +167,16 @@ impl Test<'_> {
         } else {
             self.deadline(within_us)
         };
+        // The window grown by the margin, from the frame that opened it: a
+        // harness that reached this step late (a slow build judging a long
+        // burst) must not count a frame that came after it, such as a
+        // retransmission at the IUT's declared RTO.
+        let window_end = (!e.lower_bound && !self.iut.virtual_time())
+            .then_some(self.anchor_ns)
+            .flatten()
+            .map(|a| a.saturating_add(window).saturating_add(self.bed.margin_ns));
         while let Some((o, view)) = self.next_frame(deadline)? {
-            if e.lower_bound && o.at_ns >= deadline {
+            if (e.lower_bound && o.at_ns >= deadline) || window_end.is_some_and(|w| o.at_ns >= w) {
                 // After the quiet window: the next step's.
                 self.pending.push_front(o);
                 break;
