@@ -164,4 +164,11 @@ fn a_quiet_window_ends_after_its_margin_from_the_frame_that_opened_it() {
     let r = run_live(None, (0, 10_000), 50_000, &[id]);
     let (v, reason) = verdict(&r, id);
     assert_eq!(v, Verdict::Pass, "{reason}");
+    // A packet beyond the window inside it is still caught, late harness
+    // or not: the mutant whose congestion window does not hold.
+    for late in [0, 10_000] {
+        let r = run_live(Some("mp-cwnd-ignored"), (0, late), 50_000, &[id]);
+        let (v, reason) = verdict(&r, id);
+        assert_eq!(v, Verdict::Fail, "late {late}: {reason}");
+    }
 }
