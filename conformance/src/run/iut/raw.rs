@@ -118,6 +118,14 @@ impl Iut for Raw {
             }
             let now = self.now_ns();
             if now >= deadline_ns {
+                // A harness descheduled past its deadline (a loaded machine,
+                // a debug build judging a burst) has frames in its socket
+                // that came before it: one look without waiting takes them
+                // (stamped now, so a quiet window that ended puts them in
+                // the next step) instead of judging the IUT silent.
+                if self.pull(Duration::ZERO)? {
+                    continue;
+                }
                 return Ok(None);
             }
             let wait = Duration::from_nanos((deadline_ns - now).min(10_000_000));
