@@ -14,6 +14,8 @@
 //! - [`qp_state`]: QP states and the transition table of SPEC §6.2 that
 //!   `modify_qp` follows;
 //! - [`line`]: bounded line framing;
+//! - [`mp_local`]: the MP local constants of SPEC §10.3 a profile may
+//!   declare, with their defaults and ranges;
 //! - [`client`]: a typed client over TCP;
 //! - [`rng`]: the seeded generator (SplitMix64) the reference transport and
 //!   the harness share.
@@ -25,6 +27,7 @@ pub mod check;
 pub mod client;
 pub mod encoding;
 pub mod line;
+pub mod mp_local;
 pub mod profile;
 pub mod protocol;
 pub mod qp_state;

@@ -5,7 +5,8 @@
 # usage: run-cert.sh [-k FILTER]... [extra metaroce run args]
 # IUT=ref runs metaroce-ref serve instead of mpnic (a baseline on the same bed)
 # SERVE_ARGS: extra arguments for the IUT's `serve` (word-split), e.g.
-#   SERVE_ARGS="--timers $HERE/timers-x50.yaml" ./run-cert.sh -k mp
+#   SERVE_ARGS="--timers $HERE/timers/x50.yaml" ./run-cert.sh -k mp           (mpnic)
+#   IUT=ref SERVE_ARGS="--mp-timers FILE" ./run-cert.sh -k mp                 (metaroce-ref)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)

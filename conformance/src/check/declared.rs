@@ -104,7 +104,7 @@ impl Declared {
             },
         };
         // The MP local constants of SPEC §2 / §10.3, with the ranges of
-        // `profile_keys::MP_LOCAL` (their one home).
+        // `metaroce_agent::mp_local::MP_LOCAL` (their one home).
         let local = |key: &str| -> Result<Option<u64>, String> {
             let c = MP_LOCAL
                 .iter()

@@ -13,10 +13,12 @@ use std::path::PathBuf;
 
 /// The built-in IUT posing as a live one; `late_ns` after each frame the
 /// harness sends passes before the harness goes on (a harness descheduled
-/// after its send, as on a loaded machine).
+/// after its send, as on a loaded machine), and `late_recv_ns` after each
+/// frame it takes (a slow harness judging a burst).
 struct Live {
     inner: Builtin,
     late_ns: u64,
+    late_recv_ns: u64,
 }
 
 impl Iut for Live {
@@ -41,7 +43,12 @@ impl Iut for Live {
         self.inner.send_held(frame)
     }
     fn recv(&mut self, deadline_ns: u64) -> Result<Option<Observed>, IutError> {
-        self.inner.recv(deadline_ns)
+        let o = self.inner.recv(deadline_ns)?;
+        if o.is_some() && self.late_recv_ns > 0 {
+            let until = self.inner.now_ns().saturating_add(self.late_recv_ns);
+            self.inner.advance(until)?;
+        }
+        Ok(o)
     }
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
@@ -62,6 +69,17 @@ fn run(late_ns: u64, margin_ns: u64, filters: &[&str]) -> SuiteResult {
 }
 
 fn run_on(mutant: Option<&str>, late_ns: u64, margin_ns: u64, filters: &[&str]) -> SuiteResult {
+    run_live(mutant, (late_ns, 0), margin_ns, filters)
+}
+
+/// `late`: (after each send, after each frame taken).
+fn run_live(
+    mutant: Option<&str>,
+    late: (u64, u64),
+    margin_ns: u64,
+    filters: &[&str],
+) -> SuiteResult {
+    let (late_ns, late_recv_ns) = late;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join("vectors");
@@ -75,6 +93,7 @@ fn run_on(mutant: Option<&str>, late_ns: u64, margin_ns: u64, filters: &[&str]) 
     let mut iut = Live {
         inner: Builtin::new(7, mutant).expect("the built-in IUT starts"),
         late_ns,
+        late_recv_ns,
     };
     run_suite(&set, &root, &mut iut, &options, &mut |_, _, _| {}).expect("the run completes")
 }
@@ -131,5 +150,25 @@ fn a_retry_budget_running_out_in_the_margin_is_not_a_completion() {
             v == Verdict::Pass || reason.contains("RETRY_EXC_ERR"),
             "{id}: {reason}"
         );
+    }
+}
+
+/// A harness slow to judge a burst (10 µs per frame: 1.28 ms for the 128
+/// packets of mp.cc.cwnd_init) reaches the quiet window after it late; the
+/// retransmission at mp_rto_init (1 ms), well after the window and its
+/// margin, is not "within" it (seen live with longer declared timers,
+/// `metaroce-ref serve --mp-timers`).
+#[test]
+fn a_quiet_window_ends_after_its_margin_from_the_frame_that_opened_it() {
+    let id = "mp.cc.cwnd_init";
+    let r = run_live(None, (0, 10_000), 50_000, &[id]);
+    let (v, reason) = verdict(&r, id);
+    assert_eq!(v, Verdict::Pass, "{reason}");
+    // A packet beyond the window inside it is still caught, late harness
+    // or not: the mutant whose congestion window does not hold.
+    for late in [0, 10_000] {
+        let r = run_live(Some("mp-cwnd-ignored"), (0, late), 50_000, &[id]);
+        let (v, reason) = verdict(&r, id);
+        assert_eq!(v, Verdict::Fail, "late {late}: {reason}");
     }
 }

@@ -4,8 +4,10 @@
 //! runner binds to them, and the checks `--profile FILE` makes.
 
 use crate::vector::expr::Bindings;
+// The table has its home in the agent crate, which the reference transport
+// also uses to check the values `metaroce-ref serve --mp-timers` declares.
+pub use metaroce_agent::mp_local::{LocalConstant, MP_LOCAL, ORDERED, mp_local_values};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 
 /// Every key of the SPEC §2 table, in its order. A profile file with any
 /// other key is rejected (a test compares this list with SPEC.md).
@@ -55,114 +57,8 @@ pub const PROFILE_KEYS: &[&str] = &[
     "host_big_endian",
 ];
 
-/// One MP local constant of SPEC §10.3 that a profile may declare.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LocalConstant {
-    /// The §2 key, the §10.3 constant's name.
-    pub key: &'static str,
-    /// The §10.3 default, what an IUT that does not declare it is held to.
-    pub default: u64,
-    /// The smallest value §10.3 allows.
-    pub min: u64,
-    /// The largest value §10.3 allows.
-    pub max: u64,
-    /// The §10.3 unit (the value is in it, as in the §10.3 table).
-    pub unit: &'static str,
-}
-
-const fn local(
-    key: &'static str,
-    default: u64,
-    min: u64,
-    max: u64,
-    unit: &'static str,
-) -> LocalConstant {
-    LocalConstant {
-        key,
-        default,
-        min,
-        max,
-        unit,
-    }
-}
-
-/// The MP local constants of SPEC §10.3 that §2 lets a profile declare.
-/// `mp_rto_init` lies between `mp_rto_min` and `mp_rto_max`,
-/// and `mp_retire_hold_max` is at least `mp_retire_hold` ([`ORDERED`]).
-pub const MP_LOCAL: &[LocalConstant] = &[
-    local("mp_reorder_threshold", 32, 1, 64, "PSNs"),
-    local("mp_ack_coalesce_time", 8, 1, 64, "µs"),
-    local("mp_ack_prompt_max", 4, 1, 50, "µs"),
-    local("mp_rto_init", 1_000, 10, 1_000_000, "µs"),
-    local("mp_rto_min", 100, 10, 10_000, "µs"),
-    local("mp_rto_max", 16_000, 1_000, 1_000_000, "µs"),
-    local("mp_retire_hold", 500, 10, 1_000_000, "µs"),
-    local("mp_retire_hold_max", 64_000, 10, 10_000_000, "µs"),
-    // At least one PMTU: the PMTU is not known here, so the smallest.
-    local("mp_cwnd_max", 786_432, 256, 67_108_864, "bytes"),
-];
-
-/// Pairs (smaller, larger) of §10.3 whose values must be ordered.
-pub const ORDERED: &[(&str, &str)] = &[
-    ("mp_rto_min", "mp_rto_max"),
-    ("mp_rto_min", "mp_rto_init"),
-    ("mp_rto_init", "mp_rto_max"),
-    ("mp_retire_hold", "mp_retire_hold_max"),
-];
-
 /// The prefix of the names vectors use for these constants.
 pub const NAME_PREFIX: &str = "profile.";
-
-/// The value of every MP local constant for the profile `map`: the declared
-/// one, else the §10.3 default.
-///
-/// # Errors
-/// A declared value that is not an integer within its §10.3 range, or two
-/// declared values out of the order §10.3 requires. The message names the
-/// key. An undeclared constant that the declared ones leave out of order
-/// takes the nearest value in order (`mp_rto_min: 2000` alone makes
-/// `mp_rto_init` 2000).
-pub fn mp_local_values(map: &Map<String, Value>) -> Result<BTreeMap<&'static str, u64>, String> {
-    let mut values = BTreeMap::new();
-    for c in MP_LOCAL {
-        let v = match map.get(c.key) {
-            None => c.default,
-            Some(v) => match v.as_u64() {
-                Some(n) if (c.min..=c.max).contains(&n) => n,
-                _ => {
-                    return Err(format!(
-                        "{}: {v} is outside {}..={} {} (SPEC §10.3)",
-                        c.key, c.min, c.max, c.unit
-                    ));
-                }
-            },
-        };
-        values.insert(c.key, v);
-    }
-    for &(lo, hi) in ORDERED {
-        let (a, b) = (values[lo], values[hi]);
-        if a <= b {
-            continue;
-        }
-        // An undeclared constant takes its default moved into the range
-        // the declared ones leave (`mp_rto_min: 2000` alone makes
-        // `mp_rto_init` 2000); two declared values out of order are wrong.
-        match (map.contains_key(lo), map.contains_key(hi)) {
-            (true, true) => {
-                return Err(format!(
-                    "{lo} ({a}) is above {hi} ({b}); SPEC §10.3 wants {lo} ≤ {hi}"
-                ));
-            }
-            (false, _) => {
-                values.insert(lo, b);
-            }
-            (true, false) => {
-                values.insert(hi, a);
-            }
-        }
-    }
-    Ok(values)
-}
 
 /// The names `profile.KEY` of every MP local constant, bound to its value
 /// for the profile `map` (see [`mp_local_values`]).

@@ -7,6 +7,7 @@
 
 use super::dataplane::{DataPlane, NullLink};
 use super::dispatch::{Agent, AgentConfig};
+use super::profile::MpLocal;
 use super::server::{Server, ServerConfig};
 use crate::DeviceConfig;
 use core::net::Ipv4Addr;
@@ -44,6 +45,9 @@ pub struct ServeArgs {
     /// Pump slice: the longest data-plane pump between two looks at the
     /// requests.
     pub slice: Duration,
+    /// The MP local constants the MP QPs use and `hello` declares
+    /// (`--mp-timers`; default the §10.3 defaults).
+    pub mp_local: MpLocal,
     /// The bug-zoo mutant the device runs (feature `zoo`, `ZOO.md`).
     #[cfg(feature = "zoo")]
     pub mutant: Option<crate::zoo::Mutant>,
@@ -58,6 +62,7 @@ impl Default for ServeArgs {
             ip: DEFAULT_IP,
             seed: None,
             slice: DEFAULT_SLICE,
+            mp_local: MpLocal::default(),
             #[cfg(feature = "zoo")]
             mutant: None,
         }
@@ -83,7 +88,7 @@ pub fn serve_with(args: &ServeArgs, data_plane: Box<dyn DataPlane>) -> io::Resul
         mutant: args.mutant,
         ..DeviceConfig::new(args.mac.unwrap_or(DEFAULT_MAC), args.ip)
     };
-    let agent = Agent::new(AgentConfig::reference(device, seed));
+    let agent = Agent::new(AgentConfig::reference_with(device, seed, args.mp_local));
     let server = Server::bind(
         args.listen.as_str(),
         agent,

@@ -6,7 +6,7 @@
 //! rejected request leaves the device and the agent's tables unchanged.
 
 use super::mp::negotiate;
-use super::profile::reference_profile;
+use super::profile::{MpLocal, reference_profile_with};
 use crate::{
     Access, AddressVector, CqHandle, Device, DeviceConfig, MpAttrs, MpEntropy, MrInfo, PdHandle,
     QpAttrs, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendWr, Sge, UdDest, VerbsError,
@@ -33,6 +33,9 @@ pub struct AgentConfig {
     pub version: String,
     /// Capability profile reported by `hello` and enforced by the agent.
     pub profile: CapabilityProfile,
+    /// The MP local constants of every MP QP (the profile declares them:
+    /// [`AgentConfig::reference_with`] builds both from one value).
+    pub mp_local: MpLocal,
 }
 
 impl AgentConfig {
@@ -40,6 +43,12 @@ impl AgentConfig {
     /// A device built with a bug-zoo mutant (feature `zoo`) keeps it
     /// across `reset`, and `hello` names it in the implementation name.
     pub fn reference(device: DeviceConfig, seed: [u8; 32]) -> Self {
+        Self::reference_with(device, seed, MpLocal::default())
+    }
+
+    /// [`AgentConfig::reference`] whose MP QPs use, and whose profile
+    /// declares, the MP local constants `mp_local` (`serve --mp-timers`).
+    pub fn reference_with(device: DeviceConfig, seed: [u8; 32], mp_local: MpLocal) -> Self {
         #[cfg(feature = "zoo")]
         let implementation = match device.mutant {
             Some(m) => format!("metaroce-ref (mutant {m})"),
@@ -52,7 +61,8 @@ impl AgentConfig {
             seed,
             implementation,
             version: env!("CARGO_PKG_VERSION").into(),
-            profile: reference_profile(&device),
+            profile: reference_profile_with(&device, &mp_local),
+            mp_local,
         }
     }
 }
@@ -626,7 +636,14 @@ impl Agent {
         let mut s = [0u8; 8];
         s.copy_from_slice(&self.config.seed[..8]);
         let seed = u64::from_le_bytes(s) ^ self.generation.rotate_left(32) ^ u64::from(qpn);
-        negotiate(&self.config.profile, &info, to, a, seed)
+        negotiate(
+            &self.config.profile,
+            self.config.mp_local.tuning,
+            &info,
+            to,
+            a,
+            seed,
+        )
     }
 
     fn query_qp(&self, qpn: u32) -> Res<Map<String, Value>> {

@@ -26,6 +26,6 @@ pub mod server;
 pub use dataplane::{ChannelLink, Clock, DataPlane, NullLink};
 pub use dispatch::{Action, Agent, AgentConfig, PendingPoll};
 pub use metaroce_agent::{CapabilityProfile, encoding, protocol};
-pub use profile::reference_profile;
+pub use profile::{MpLocal, reference_profile, reference_profile_with};
 pub use protocol::{AgentError, ErrorCode, Reply, Request};
 pub use server::{Server, ServerConfig, ServerHandle};

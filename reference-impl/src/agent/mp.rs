@@ -14,9 +14,11 @@ use metaroce_agent::protocol::{AgentError, Attrs, ErrorCode};
 /// (AGENT.md §6.9, SPEC §7.1), under the profile `p`: `None` for a Base
 /// transition, the checked parameters for INIT to RTR with `mp: true`, or
 /// the rejection. Nothing is clamped (MR-PICS-4). `seed` derives the set
-/// when the request gives only its size.
+/// when the request gives only its size; `base` is the agent's tuning (the
+/// constants its profile declares), which the request may refine.
 pub(super) fn negotiate(
     p: &CapabilityProfile,
+    base: MpTuning,
     info: &QpInfo,
     to: QpState,
     a: &Attrs,
@@ -179,7 +181,7 @@ pub(super) fn negotiate(
             "flow-label entropy needs IPv6 (profile ipv6 and mp_flow_label_entropy: false)",
         ));
     }
-    let mut tuning = MpTuning::default();
+    let mut tuning = base;
     if let Some(k) = a.mp_reorder_threshold {
         if !(1..=64).contains(&k) {
             return Err(bad(

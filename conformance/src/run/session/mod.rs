@@ -111,6 +111,7 @@ pub fn run_test_with_context(
         start_ns: 0,
         deregistered: Default::default(),
         anchor_ns: None,
+        anchor_step: None,
         gave_up: None,
     };
     let outcome = match (t.run(), &t.gave_up) {
@@ -210,6 +211,8 @@ struct Test<'a> {
     /// `expect` matched arrived. A quiet window that bounds a timer from
     /// below starts here, not when the harness reaches that step (D2).
     anchor_ns: Option<u64>,
+    /// The step that set `anchor_ns`.
+    anchor_step: Option<usize>,
     /// Set when an `expect_no_completion` step saw the IUT give up with
     /// RETRY_EXC_ERR (its own retry budget ran out, which the step's
     /// frame did not cause): a later FAIL is INCONC, since the QP is in

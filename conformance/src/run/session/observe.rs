@@ -81,6 +81,7 @@ impl Test<'_> {
                 match check_fields(&view, &e.fields, self.ctx()) {
                     Ok(()) => {
                         self.anchor_ns = Some(o.at_ns);
+                        self.anchor_step = self.step;
                         self.log(
                             Direction::Received,
                             o.at_ns,
@@ -167,8 +168,26 @@ impl Test<'_> {
         } else {
             self.deadline(within_us)
         };
+        // The window grown by the margin, from the frame that opened it: a
+        // harness that reached this step late (a slow build judging a long
+        // burst) must not count a frame that came after it, such as a
+        // retransmission at the IUT's declared RTO. Only a frame of the step
+        // just before opens it (after an agent step the window runs from
+        // when the harness got here, as before).
+        let opened_by_previous = self
+            .step
+            .is_some_and(|i| i > 0 && self.anchor_step == Some(i - 1));
+        let window_end = (!e.lower_bound && !self.iut.virtual_time() && opened_by_previous)
+            .then_some(self.anchor_ns)
+            .flatten()
+            .map(|a| a.saturating_add(window).saturating_add(self.bed.margin_ns));
+        // A live harness late past its deadline still looks once at its
+        // socket (`iut::raw`): what it takes then is stamped after the
+        // window, and is the next step's too.
+        let live = !self.iut.virtual_time();
         while let Some((o, view)) = self.next_frame(deadline)? {
-            if e.lower_bound && o.at_ns >= deadline {
+            let after = o.at_ns >= deadline && (e.lower_bound || live);
+            if after || window_end.is_some_and(|w| o.at_ns >= w) {
                 // After the quiet window: the next step's.
                 self.pending.push_front(o);
                 break;

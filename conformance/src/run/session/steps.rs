@@ -13,6 +13,7 @@ impl Test<'_> {
                 for _ in 0..copies {
                     // The frame cannot reach the IUT before this time.
                     self.anchor_ns = Some(self.iut.now_ns());
+                    self.anchor_step = self.step;
                     // A held frame (a burst's) leaves without the IUT
                     // answering before the next step.
                     if s.hold {
