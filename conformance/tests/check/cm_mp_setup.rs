@@ -810,6 +810,22 @@ fn mr_mpw_2_a_packet_beyond_the_agreed_window() {
             "cm-mpw2-reached.pcapng",
             with_cm(true, &w64(M | T), &w64(M | T | RN), beyond_window(6)),
         ),
+        (
+            // The ACK after PSN 70 answers PSN 0 (stamped before PSN 70):
+            // it may have left before an ACK the capture lacks.
+            "cm-mpw2-older-trigger.pcapng",
+            with_cm(true, &w64(M | T), &w64(M | T | RN), {
+                let mut f = beyond_window(1);
+                f[4] = ack(1, 100, 0xC101)
+                    .ext(|e| {
+                        if let Some(s) = e.sacketh.as_mut() {
+                            s.echoed_entropy = 0xC000;
+                        }
+                    })
+                    .build();
+                f
+            }),
+        ),
     ] {
         let lines = check(name, &frames, None);
         assert_eq!(
