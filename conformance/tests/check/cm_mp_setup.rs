@@ -614,3 +614,224 @@ fn decode_shows_the_blocks() {
     assert_eq!(setup(1)["resource_nak"], true);
     assert_eq!(setup(2), Value::Null);
 }
+
+// The agreed values feed the MP judge of each direction (SPEC.md §7.1.1):
+// W (MR-MPW-2), the responder's O (MR-MPP-21) and the requester's RN
+// (MR-MPP-23). The MP data flows active → passive (`send`, `ack`).
+
+/// (frames, sorted) of the findings of `id`.
+fn found(lines: &[Value], id: &str) -> Vec<Vec<u64>> {
+    lines
+        .iter()
+        .filter(|l| l["id"] == id)
+        .map(|l| {
+            let mut f: Vec<u64> = l["frames"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            f.sort_unstable();
+            f
+        })
+        .collect()
+}
+
+/// The REQ, REP (blocks `q`, `p`) and RTU, then `data`; without the CM
+/// exchange when `cm` is false.
+fn with_cm(cm: bool, q: &[u8], p: &[u8], data: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut frames = if cm {
+        vec![
+            from_active(req(q)),
+            from_passive(rep(p)),
+            from_active(rtu()),
+        ]
+    } else {
+        Vec::new()
+    };
+    frames.extend(data);
+    frames
+}
+
+/// `send` with MPETH O set.
+fn send_ordered(psn: u32, ts: u32) -> Vec<u8> {
+    PacketBuilder::new(Opcode::MP_SEND)
+        .ipv4(Ipv4Addr::from(ACTIVE), Ipv4Addr::from(PASSIVE))
+        .psn(psn)
+        .dest_qp(PASSIVE_QPN)
+        .ack_req(true)
+        .udp_src_port(0xC000 + psn as u16)
+        .payload(vec![7; 64])
+        .ext(|e| {
+            e.mpeth = Some(metaroce_codec::ext::MpethRepr {
+                first: true,
+                last: true,
+                ordered: true,
+                msn: Msn::new(psn),
+                msg_len: 64,
+                timestamp: ts,
+                ..Default::default()
+            })
+        })
+        .build()
+}
+
+#[test]
+fn mr_mpp_21_o_toward_a_peer_whose_block_had_o_clear() {
+    // The REP's block (frame 2) has O clear: the data frame 4 with O set.
+    let data = || vec![send_ordered(0, 100), ack(0, 100, 0xC100).build()];
+    let lines = check(
+        "cm-mpp21.pcapng",
+        &with_cm(true, &req_mp(), &rep_mp(), data()),
+        None,
+    );
+    assert_eq!(found(&lines, "MR-MPP-21"), vec![vec![2, 4]], "{lines:#?}");
+    // Without the CM exchange, the capture does not show what the peer
+    // announced; with O in the REP's block, O is allowed.
+    let lines = check(
+        "cm-mpp21-nocm.pcapng",
+        &with_cm(false, &[], &[], data()),
+        None,
+    );
+    assert_eq!(
+        found(&lines, "MR-MPP-21"),
+        Vec::<Vec<u64>>::new(),
+        "{lines:#?}"
+    );
+    let lines = check(
+        "cm-mpp21-o.pcapng",
+        &with_cm(
+            true,
+            &req_mp(),
+            &block(M | T | O | RN, 46, 1024, 64),
+            data(),
+        ),
+        None,
+    );
+    assert_eq!(
+        found(&lines, "MR-MPP-21"),
+        Vec::<Vec<u64>>::new(),
+        "{lines:#?}"
+    );
+    assert!(musts(&lines).is_empty(), "{lines:#?}");
+}
+
+/// PSNs 0 and 1, then the resource NAK 0x66 of PSN 1 (cumulative PSN 0).
+fn resource_nak() -> Vec<Vec<u8>> {
+    let nak = ack(0, 100, 0xC100)
+        .ext(|e| {
+            if let Some(s) = e.sacketh.as_mut() {
+                s.syndrome = Syndrome::NAK_RESOURCE;
+                s.sack_base_psn = metaroce_codec::Psn::new(1);
+                s.echoed_entropy = 0xC001;
+                s.echoed_timestamp = 101;
+            }
+        })
+        .build();
+    vec![send(0, 100, false), send(1, 101, false), nak]
+}
+
+#[test]
+fn mr_mpp_23_nak_0x66_toward_a_requester_whose_block_had_rn_clear() {
+    // The REQ's block (frame 1) has RN clear: the NAK (frame 6).
+    let lines = check(
+        "cm-mpp23.pcapng",
+        &with_cm(true, &req_mp(), &rep_mp(), resource_nak()),
+        None,
+    );
+    assert_eq!(found(&lines, "MR-MPP-23"), vec![vec![1, 6]], "{lines:#?}");
+    let lines = check(
+        "cm-mpp23-nocm.pcapng",
+        &with_cm(false, &[], &[], resource_nak()),
+        None,
+    );
+    assert_eq!(
+        found(&lines, "MR-MPP-23"),
+        Vec::<Vec<u64>>::new(),
+        "{lines:#?}"
+    );
+    let lines = check(
+        "cm-mpp23-rn.pcapng",
+        &with_cm(
+            true,
+            &block(M | T | O | RN, 46, 4096, 128),
+            &rep_mp(),
+            resource_nak(),
+        ),
+        None,
+    );
+    assert_eq!(
+        found(&lines, "MR-MPP-23"),
+        Vec::<Vec<u64>>::new(),
+        "{lines:#?}"
+    );
+}
+
+/// PSN 0 and its ACK; PSN 70 (70 after the cumulative PSN 0); PSN 1,
+/// stamped after PSN 70, and its ACK (cumulative PSN `cum`).
+fn beyond_window(cum: u32) -> Vec<Vec<u8>> {
+    vec![
+        send(0, 100, false),
+        ack(0, 100, 0xC100).build(),
+        send(70, 200, false),
+        send(1, 300, false),
+        ack(cum, 300, 0xC101)
+            .ext(|e| {
+                if let Some(s) = e.sacketh.as_mut() {
+                    s.echoed_entropy = 0xC001;
+                }
+            })
+            .build(),
+    ]
+}
+
+#[test]
+fn mr_mpw_2_a_packet_beyond_the_agreed_window() {
+    // Both blocks announce W 64: PSN 70 (frame 6) is beyond it, and the ACK
+    // (frame 8) triggered by the later PSN 1 still stops at PSN 1.
+    let w64 = |f| block(f, 46, 64, 64);
+    let lines = check(
+        "cm-mpw2.pcapng",
+        &with_cm(true, &w64(M | T), &w64(M | T | RN), beyond_window(1)),
+        None,
+    );
+    assert_eq!(found(&lines, "MR-MPW-2"), vec![vec![1, 6, 8]], "{lines:#?}");
+    // Without the CM exchange (default W 1024), with a window of 1024, or
+    // when the later ACK reaches PSN 70 − 64 (the requester may have had
+    // an ACK the capture lacks): nothing.
+    for (name, frames) in [
+        (
+            "cm-mpw2-nocm.pcapng",
+            with_cm(false, &[], &[], beyond_window(1)),
+        ),
+        (
+            "cm-mpw2-1024.pcapng",
+            with_cm(true, &req_mp(), &rep_mp(), beyond_window(1)),
+        ),
+        (
+            "cm-mpw2-reached.pcapng",
+            with_cm(true, &w64(M | T), &w64(M | T | RN), beyond_window(6)),
+        ),
+        (
+            // The ACK after PSN 70 answers PSN 0 (stamped before PSN 70):
+            // it may have left before an ACK the capture lacks.
+            "cm-mpw2-older-trigger.pcapng",
+            with_cm(true, &w64(M | T), &w64(M | T | RN), {
+                let mut f = beyond_window(1);
+                f[4] = ack(1, 100, 0xC101)
+                    .ext(|e| {
+                        if let Some(s) = e.sacketh.as_mut() {
+                            s.echoed_entropy = 0xC000;
+                        }
+                    })
+                    .build();
+                f
+            }),
+        ),
+    ] {
+        let lines = check(name, &frames, None);
+        assert_eq!(
+            found(&lines, "MR-MPW-2"),
+            Vec::<Vec<u64>>::new(),
+            "{name}: {lines:#?}"
+        );
+    }
+}

@@ -217,6 +217,7 @@ impl Connection {
         mp: bool,
         meta: &PacketMeta,
         declared: Option<Declared>,
+        cm_mp: Option<&super::CmMp>,
     ) -> Self {
         let pmtu = cfg.pmtu.or(declared.and_then(|d| d.pmtu));
         let rd_limit = Limit::of(
@@ -225,7 +226,15 @@ impl Connection {
         )
         .filter(|_| !mp);
         let sides = if mp {
-            let mut j = MpJudge::new(cfg.mp.clone(), Default::default());
+            // The values its CM exchange agreed, when the capture holds it.
+            let mut j = match cm_mp.and_then(|c| c.mp_config(&cfg.mp)) {
+                Some((mp_cfg, blocks)) => {
+                    let mut j = MpJudge::new(mp_cfg, Default::default());
+                    j.setup = Some(blocks);
+                    j
+                }
+                None => MpJudge::new(cfg.mp.clone(), Default::default()),
+            };
             j.tolerance_ns = cfg.tolerance_ns;
             Sides::Mp {
                 judge: Box::new(j),

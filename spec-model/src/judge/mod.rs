@@ -633,10 +633,10 @@ impl ConversationJudge {
             self.setups
                 .take(&(key.requester, key.responder, key.responder_qpn))
         };
-        let mut conn = Connection::new(key, &self.cfg, mp, meta, declared);
         let cm_mp = self
             .mp_setups
             .view(&(key.requester, key.responder, key.responder_qpn));
+        let mut conn = Connection::new(key, &self.cfg, mp, meta, declared, cm_mp.as_ref());
         let b = &mut conn.summary.behaviour;
         b.cm_mp = cm_mp;
         if b.cm.is_none() {

@@ -29,6 +29,8 @@
 use super::ConversationFinding;
 use super::cm::{DirKey, MAX_SETUPS};
 use crate::Finding;
+use crate::model::mp::MpConfig;
+use crate::model::mp::judge::SetupBlocks;
 use crate::model::mp::setup::{MpAgreed, REJ_CONSUMER, Side, malformed, negotiate};
 use metaroce_codec::Opcode;
 use metaroce_codec::ServiceClass;
@@ -48,6 +50,47 @@ pub struct CmMp {
     pub agreed: Option<MpAgreed>,
     /// Which side this direction's requester is.
     pub requester: Side,
+}
+
+impl CmMp {
+    /// The MP parameters of this direction's judge: `base` (a profile's or
+    /// the defaults) with the values its setup blocks agreed (SPEC.md
+    /// §7.1.1, MR-MPN-9): W, the REQ's trim DSCP (trimming off when its T
+    /// is clear), the responder's O and the requester's RN; and the frames
+    /// of the two blocks. `None` when the exchange set up no MP QP.
+    pub fn mp_config(&self, base: &MpConfig) -> Option<(MpConfig, SetupBlocks)> {
+        let a = self.agreed?;
+        let [req, rep] = self.frames;
+        // The requester's view names the responder's O; the responder's
+        // view, the requester's RN.
+        let (mine, peer, blocks) = match self.requester {
+            Side::Active => (
+                a.active,
+                a.passive,
+                SetupBlocks {
+                    requester: req,
+                    responder: rep,
+                },
+            ),
+            Side::Passive => (
+                a.passive,
+                a.active,
+                SetupBlocks {
+                    requester: rep,
+                    responder: req,
+                },
+            ),
+        };
+        let cfg = MpConfig {
+            window: u32::from(a.window),
+            trim_dscp: a.trim_dscp,
+            trimming: a.trim_dscp.is_some(),
+            peer_ordered: mine.peer_ordered,
+            resource_nak: Some(peer.peer_resource_nak),
+            ..base.clone()
+        };
+        Some((cfg, blocks))
+    }
 }
 
 /// What the exchange led to, as far as the judge follows it.

@@ -13,8 +13,31 @@
 //! un-reporting (MR-MPA-5), echoed R/T flags (MR-MPA-6), syndrome 0x1F
 //! (MR-MPA-8), no NAK 0x60 (MR-MPL-9), BTH flags (MR-MPH-6); MPETH O alike
 //! in every packet of a message (MR-MPP-21; whether the peer announced O
-//! is not in the capture, so O itself is not judged); and, for a capture
+//! is known only from a CM exchange, see below); and, for a capture
 //! taken at the responder, the ACK deadlines (MR-MPA-1, MR-MPA-2).
+//!
+//! # What the CM exchange adds ([`MpJudge::setup`])
+//!
+//! When the capture holds the RDMA-CM REQ and REP whose MetaRoCE setup
+//! blocks set the QP up (SPEC.md §7.1.1), the conversation judge gives
+//! the judge the agreed values (`cfg.window`, `cfg.trim_dscp`,
+//! `cfg.peer_ordered`, `cfg.resource_nak`) and the frames of the two
+//! blocks, and three more rules are judged, each naming the block it
+//! rests on:
+//!
+//! - MR-MPP-21: MPETH O set toward a peer whose block had O clear (first
+//!   such packet of the connection);
+//! - MR-MPP-23: NAK 0x66 toward a requester whose block had RN clear (this
+//!   rule is judged without a CM exchange too when `cfg.resource_nak` is
+//!   `Some(false)` from a profile);
+//! - MR-MPW-2: a packet whose PSN p is more than W after the cumulative
+//!   ACK PSN. Only what the capture proves: the packet is held until an
+//!   MP ACK triggered by a packet the requester stamped later (echoed
+//!   timestamp after p's, MR-MPA-6) still has p more than W after its
+//!   cumulative PSN. That ACK left the responder after every ACK the
+//!   requester had when it built p (the responder's cumulative PSN only
+//!   grows, MR-MPA-3), so a lost or reordered ACK cannot make a correct
+//!   requester fail. First such packet of the connection.
 //!
 //! # The order of MP ACKs (MR-MPA-3, MR-MPA-5)
 //!
@@ -177,6 +200,16 @@ struct Sent {
     frame: u64,
 }
 
+/// The frames of the RDMA-CM REQ and REP whose setup blocks set up the QP
+/// direction a judge follows (SPEC.md §7.1.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetupBlocks {
+    /// The REQ or REP that carried the requester's block (its RN).
+    pub requester: u64,
+    /// The REQ or REP that carried the responder's block (its O).
+    pub responder: u64,
+}
+
 /// The judge's state.
 ///
 /// Memory is bounded by the PSNs in flight, not by the capture's length:
@@ -202,6 +235,15 @@ pub struct MpJudge {
     /// Which clock the requester's timestamps are on (default:
     /// [`SenderClock::Estimated`]).
     pub sender_clock: SenderClock,
+    /// The setup blocks the QP's values came from, when the capture holds
+    /// its CM exchange (see "What the CM exchange adds"); `None`: the
+    /// values are a profile's or the defaults, and MR-MPP-21's O toward
+    /// the peer and MR-MPW-2 are not judged.
+    pub setup: Option<SetupBlocks>,
+    /// MR-MPP-21 (bit 0) and MR-MPW-2 (bit 1) reported from the setup.
+    setup_reported: u8,
+    /// The first packet held for MR-MPW-2: PSN, MPETH timestamp, frame.
+    beyond_window: Option<(Psn, u32, u64)>,
     /// Latest transmission per PSN, not yet cumulatively acknowledged.
     sent: BTreeMap<u32, Sent>,
     /// First PSN observed (earlier PSNs are outside the capture).
@@ -268,6 +310,9 @@ impl MpJudge {
             ack_order: AckOrder::default(),
             tolerance_ns: 0,
             sender_clock: SenderClock::default(),
+            setup: None,
+            setup_reported: 0,
+            beyond_window: None,
             sent: BTreeMap::new(),
             first_psn: None,
             seq: 0,
@@ -317,6 +362,69 @@ impl MpJudge {
                 self.ordered.insert(msn, (m.ordered, frame));
             }
         }
+    }
+
+    /// MR-MPP-21 and MR-MPW-2 against the values of the setup blocks (see
+    /// "What the CM exchange adds").
+    #[inline(never)]
+    fn judge_setup(&mut self, frame: u64, psn: Psn, m: &metaroce_codec::ext::MpethRepr) {
+        let Some(s) = self.setup else { return };
+        if m.ordered && !self.cfg.peer_ordered && self.setup_reported & 1 == 0 {
+            self.setup_reported |= 1;
+            self.report(
+                "MR-MPP-21",
+                format!(
+                    "MPETH O set in PSN {psn} toward a peer whose setup block (frame {}) had O clear: it does not honour O (first such packet)",
+                    s.responder
+                ),
+                vec![frame, s.responder],
+            );
+        }
+        if self.setup_reported & 2 == 0
+            && self.beyond_window.is_none()
+            && let Some(c) = self.cum
+            && self.beyond_w(psn, c)
+        {
+            self.beyond_window = Some((psn, m.timestamp, frame));
+        }
+    }
+
+    /// PSN `p` is more than W after cumulative ACK PSN `c` (MR-MPW-2).
+    fn beyond_w(&self, p: Psn, c: Psn) -> bool {
+        p.is_after(c) && p.distance(c) > self.cfg.window
+    }
+
+    /// An MP ACK in `frame` with cumulative PSN `cum` triggered by a
+    /// packet stamped `echoed_ts` ([`Self::echoed`] found `echoes` of
+    /// them): whether it proves the held packet beyond the window
+    /// (MR-MPW-2).
+    #[inline(never)]
+    fn judge_window(&mut self, frame: u64, cum: Psn, echoed_ts: u32, echoes: usize) {
+        let (Some((p, ts, p_frame)), Some(s)) = (self.beyond_window, self.setup) else {
+            return;
+        };
+        if !self.beyond_w(p, cum) {
+            // The responder's cumulative PSN reached p − W: the requester
+            // may have had it when it built p.
+            self.beyond_window = None;
+            return;
+        }
+        let later = echoed_ts.wrapping_sub(ts);
+        if echoes == 0 || later == 0 || later >= 1 << 31 {
+            return;
+        }
+        self.beyond_window = None;
+        self.setup_reported |= 2;
+        self.report(
+            "MR-MPW-2",
+            format!(
+                "PSN {p} sent more than W = {} (agreed in frames {} and {}) after the cumulative ACK PSN: an MP ACK triggered by a later packet still acknowledges only up to {cum}",
+                self.cfg.window,
+                s.requester.min(s.responder),
+                s.requester.max(s.responder)
+            ),
+            vec![p_frame, frame, s.requester.min(s.responder)],
+        );
     }
 
     /// The findings since the last call, each with the frames it concerns
@@ -430,6 +538,9 @@ impl MpJudge {
         if p.bth.opcode == Opcode::MP_PROBE {
             self.doubtful.insert(ev, self.seq);
             return;
+        }
+        if self.setup.is_some() {
+            self.judge_setup(frame, p.bth.psn, &m);
         }
         self.judge_ordered(frame, p.bth.psn, &m);
         let psn = p.bth.psn;
@@ -690,6 +801,9 @@ impl MpJudge {
                 vec![frame],
             );
         }
+        if self.beyond_window.is_some() {
+            self.judge_window(frame, cum, s.echoed_timestamp, echoes);
+        }
         if s.syndrome.0 == 0x60 {
             self.report("MR-MPL-9", "MP responder sent NAK code 0", vec![frame]);
         }
@@ -797,13 +911,20 @@ impl MpJudge {
         if s.syndrome == Syndrome::NAK_RESOURCE {
             // MR-MPP-23: only toward a requester that announced RN.
             if self.cfg.resource_nak == Some(false) {
+                let (block, frames) = match self.setup {
+                    Some(b) => (
+                        format!(" (its setup block, frame {}, had RN clear)", b.requester),
+                        vec![frame, b.requester],
+                    ),
+                    None => (String::new(), vec![frame]),
+                };
                 self.report(
                     "MR-MPP-23",
                     format!(
-                        "resource NAK 0x66 for PSN {} toward a requester that did not announce RN",
+                        "resource NAK 0x66 for PSN {} toward a requester that did not announce RN{block}",
                         s.sack_base_psn
                     ),
-                    vec![frame],
+                    frames,
                 );
             }
             self.resource_naked.insert(s.sack_base_psn.value());
