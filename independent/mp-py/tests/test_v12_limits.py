@@ -140,13 +140,17 @@ class ReadFollowUp(unittest.TestCase):
 
         ext = W.mpeth(1, 0, 0, 0, 0, 1000, 77) + W.reth(mr["addr"], mr["rkey"], 256)
         dev.handle_frame(1, frame(qpn, W.READ_REQ, 100, ext, ackreq=1))
+        for t in range(2, 5):                  # the request's own MP ACK leaves
+            dev.tick(t * 10**6)
         self.assertEqual(resps()[0], [(100, 0)])
         ext = W.mpeth(0, 0, 0, 0, 256, 1000, 78) + W.reth(mr["addr"], mr["rkey"], 300)
-        dev.handle_frame(2, frame(qpn, W.READ_REQ, 101, ext, ackreq=1))
+        dev.handle_frame(5 * 10**6, frame(qpn, W.READ_REQ, 101, ext, ackreq=1))
+        for t in range(6, 9):
+            dev.tick(t * 10**6)
         self.assertEqual(resps(), ([], 0))     # no response, no acknowledgement
         self.assertEqual(call(ag, op="query_qp", qpn=qpn)["state"], "rtr")
         ext = W.mpeth(0, 0, 0, 0, 256, 1000, 79) + W.reth(mr["addr"], mr["rkey"], 512)
-        dev.handle_frame(3, frame(qpn, W.READ_REQ, 101, ext, ackreq=1))
+        dev.handle_frame(9 * 10**6, frame(qpn, W.READ_REQ, 101, ext, ackreq=1))
         self.assertEqual(resps()[0], [(101, 256), (102, 512)])
 
     def test_first_request_not_pmtu_naks(self):
