@@ -28,7 +28,7 @@ PROFILE = {
     "cnp_generation": False, "cnp_pacing_scope": "qp", "dcqcn_reaction": False,
     "udp_checksum_tx": "zero", "counters": True, "implementation_chosen_psn": False,
     "mp": True, "mp_entropy_set_max": 256, "mp_window_max": 16384, "mp_trimming": False,
-    "mp_flow_label_entropy": False, "mp_max_staged_bytes": 4 * 1024 * 1024,
+    "mp_flow_label_entropy": False, "mp_max_staged_bytes": Cfg.staged_max,
 }
 ACCESS = {"local_write", "remote_read", "remote_write", "remote_atomic", "flush_global",
           "flush_persistent"}
@@ -38,13 +38,15 @@ TRANS = {  # (from, to) -> (required, accepted)
     ("init", "init"): (set(), {"access", "p_key"}),
     ("init", "rtr"): ({"dest_qpn", "rq_psn", "pmtu", "path", "max_dest_rd_atomic", "min_rnr_timer"},
                       {"access", "p_key", "mp", "mp_entropy_set", "mp_entropy_set_size",
-                       "mp_window", "mp_trim_dscp", "mp_flow_label_entropy", "mp_reorder_threshold"}),
+                       "mp_window", "mp_trim_dscp", "mp_flow_label_entropy", "mp_reorder_threshold",
+                       "mp_max_staged_bytes", "mp_peer_resource_nak", "mp_peer_ordered"}),
     ("rtr", "rts"): ({"sq_psn", "timeout", "retry_cnt", "rnr_retry", "max_rd_atomic"},
                      {"access", "min_rnr_timer"}),
     ("rts", "rts"): (set(), {"timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "access"}),
 }
 MP_KEYS = {"mp", "mp_entropy_set", "mp_entropy_set_size", "mp_window", "mp_trim_dscp",
-           "mp_flow_label_entropy", "mp_reorder_threshold"}
+           "mp_flow_label_entropy", "mp_reorder_threshold", "mp_max_staged_bytes",
+           "mp_peer_resource_nak", "mp_peer_ordered"}
 WR_OPS = {
     "send": (set(), "send", W.SEND, "send"),
     "send_with_imm": ({"imm"}, "send", W.SEND_IMM, "send"),
@@ -457,6 +459,13 @@ class Agent:
             elif k == "mp_reorder_threshold":
                 # AGENT.md: 1-64 (SPEC §10.3); outside is out_of_range, never clamped
                 v[k] = _int(x, f, 1, 64)
+            elif k == "mp_max_staged_bytes":
+                # AGENT.md: 0..the declared mp_max_staged_bytes; above is out_of_range
+                v[k] = _int(x, f, 0, PROFILE["mp_max_staged_bytes"])
+            elif k in ("mp_peer_resource_nak", "mp_peer_ordered"):
+                # AGENT.md: accepted whatever mp_resource_nak / mp_ordered_write say;
+                # mpnic declares neither: it drops what it refuses and never sets O
+                v[k] = _bool(x, f)
         cur = qp.state
         if st in ("reset", "err"):
             if attrs:
@@ -515,6 +524,10 @@ class Agent:
                 qp.attrs["mp_trim_dscp"] = v.get("mp_trim_dscp")
                 qp.attrs["mp_flow_label_entropy"] = v.get("mp_flow_label_entropy", False)
                 qp.attrs["mp_reorder_threshold"] = v.get("mp_reorder_threshold", Cfg.K)
+                qp.attrs["mp_max_staged_bytes"] = v.get("mp_max_staged_bytes",
+                                                        PROFILE["mp_max_staged_bytes"])
+                qp.attrs["mp_peer_resource_nak"] = v.get("mp_peer_resource_nak", False)
+                qp.attrs["mp_peer_ordered"] = v.get("mp_peer_ordered", False)
                 qp.dev_window = qp.attrs["mp_window"]
             else:
                 qp.evs = [0xC000 | (qp.qpn & 0x3FFF)]
@@ -557,7 +570,8 @@ class Agent:
                "outstanding": {"send": len([w for w in qp.sq if not w.done]), "recv": len(qp.rq)}}
         if qp.mp:
             for k in ("mp_entropy_set", "mp_entropy_set_size", "mp_window", "mp_trim_dscp",
-                      "mp_flow_label_entropy", "mp_reorder_threshold"):
+                      "mp_flow_label_entropy", "mp_reorder_threshold", "mp_max_staged_bytes",
+                      "mp_peer_resource_nak", "mp_peer_ordered"):
                 at[k] = qp.attrs.get(k)
         elif qp.evs:
             out["udp_src_port"] = qp.evs[0]

@@ -223,6 +223,11 @@ class QP:
     def pmtu(self):
         return self.attrs.get("pmtu", 1024)
 
+    def staged_limit(self):
+        """MR-MPP-5: the QP's mp_max_staged_bytes (AGENT.md, at most the declared
+        value), else the declared value."""
+        return self.attrs.get("mp_max_staged_bytes", Cfg.staged_max)
+
     def reorder_k(self):
         """K of §7.8 rule (a): the QP's mp_reorder_threshold, else the default."""
         return self.attrs.get("mp_reorder_threshold", Cfg.K)
@@ -714,7 +719,8 @@ class Device:
         if bad:
             self.rsp_error(qp, p, 0x61)
             return
-        if m is None:
+        new_m = m is None
+        if new_m:
             m = RMsg(p, first_psn, P)
             qp.msgs[p.msn] = m
         # ---- access checks
@@ -765,10 +771,16 @@ class Device:
                 return
             if p.opcode in W.SEND_OPS:
                 if k is None:
-                    # stage (§7.5 staging) or drop unacknowledged (MR-MPP-5)
-                    if qp.staged_bytes + plen > Cfg.staged_max:
-                        return
+                    # stage (§7.5 staging) or drop unacknowledged (MR-MPP-5, MR-MPP-23):
+                    # the limit is the QP's mp_max_staged_bytes (AGENT.md), else the
+                    # declared one; mpnic does not declare mp_resource_nak, so a refused
+                    # packet is dropped whatever mp_peer_resource_nak says (§7.16)
                     if idx not in m.staged and idx not in m.placed:
+                        if qp.staged_bytes + plen > qp.staged_limit():
+                            if new_m:
+                                # the refused packet leaves no trace (MR-MPP-23)
+                                qp.msgs.pop(p.msn, None)
+                            return
                         m.staged[idx] = p.payload
                         qp.staged_bytes += plen
                 else:
@@ -950,6 +962,12 @@ class Device:
 
     def rsp_read_rerequest(self, now, qp, p):
         P = qp.pmtu
+        # v1.2 §7.9, MR-MPR-9/12: a follow-up (part or re-request) asks for a range that
+        # starts at a multiple of PMTU and is a multiple of PMTU long unless it ends the
+        # read; one that breaks this matches no kept READ and is dropped unacknowledged
+        if p.offset % P or (p.dma_len % P and p.offset + p.dma_len != p.msg_len) or \
+                p.offset + p.dma_len > p.msg_len:
+            return
         for m in qp.resources:
             if m.opcode == W.READ_REQ and m.msn_ == p.msn and m.reth[0] == p.va and \
                     m.reth[1] == p.rkey and m.msg_len == p.msg_len and p.offset % P == 0 and \
