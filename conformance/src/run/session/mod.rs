@@ -113,6 +113,7 @@ pub fn run_test_with_context(
         anchor_ns: None,
         anchor_step: None,
         step_anchors: BTreeMap::new(),
+        quiet_end: None,
         gave_up: None,
     };
     let outcome = match (t.run(), &t.gave_up) {
@@ -217,6 +218,10 @@ struct Test<'a> {
     /// The `anchor_ns` each `send` or matching `expect` step set, by step
     /// index (`expect_none.from_step`).
     step_anchors: BTreeMap<usize, u64>,
+    /// On a live IUT, a lower-bound quiet window (its step, and its end
+    /// before the margin shrank it): the next step's window runs from that
+    /// end, so the timer's upper side keeps the margin too.
+    quiet_end: Option<(usize, u64)>,
     /// Set when an `expect_no_completion` step saw the IUT give up with
     /// RETRY_EXC_ERR (its own retry budget ran out, which the step's
     /// frame did not cause): a later FAIL is INCONC, since the QP is in
@@ -321,9 +326,12 @@ impl Test<'_> {
     }
 
     fn deadline(&self, within_us: u64) -> u64 {
-        self.iut
-            .now_ns()
-            .saturating_add(within_us.saturating_mul(1_000))
+        let now = self.iut.now_ns();
+        let from = match (self.quiet_end, self.step) {
+            (Some((q, end)), Some(i)) if i == q + 1 => now.max(end),
+            _ => now,
+        };
+        from.saturating_add(within_us.saturating_mul(1_000))
             .saturating_add(self.bed.margin_ns)
     }
 

@@ -162,6 +162,11 @@ impl Test<'_> {
                     self.bed.margin_ns / 1_000
                 )));
             }
+            if !self.iut.virtual_time()
+                && let Some(i) = self.step
+            {
+                self.quiet_end = Some((i, now.saturating_add(window)));
+            }
             now.saturating_add(
                 window
                     - if self.iut.virtual_time() {
