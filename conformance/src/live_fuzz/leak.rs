@@ -113,6 +113,7 @@ pub fn expect_no_response(offsets: &[u32]) -> Step {
     Step::ExpectNone(crate::vector::model::ExpectNoneStep {
         within_us: Num::Int(500),
         lower_bound: false,
+        from_step: None,
         fields,
         requirement: Some("MR-SEC-6".into()),
     })

@@ -172,3 +172,14 @@ fn a_quiet_window_ends_after_its_margin_from_the_frame_that_opened_it() {
         assert_eq!(v, Verdict::Fail, "late {late}: {reason}");
     }
 }
+
+/// Issue 19 D1: the retire hold runs from the ACK that revealed the loss,
+/// not from the harness's later ACK; a harness slow to take the
+/// retransmission in between (150 µs) judged a probe sent on time early.
+#[test]
+fn a_probe_hold_runs_from_the_ack_that_revealed_the_loss() {
+    let id = "mp.path.probe_after_retire";
+    let r = run_live(None, (0, 150_000), 50_000, &[id]);
+    let (v, reason) = verdict(&r, id);
+    assert_eq!(v, Verdict::Pass, "{reason}");
+}

@@ -448,6 +448,16 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
                 for m in e.fields.values() {
                     check_matcher(m, &names, &format!("{at}.expect_none"), &check_num)?;
                 }
+                if let Some(from) = e.from_step {
+                    let starts = v.steps[..i]
+                        .get(from)
+                        .is_some_and(|s| matches!(s, Step::Send(_) | Step::Expect(_)));
+                    if !e.lower_bound || !starts {
+                        return Err(format!(
+                            "{at}.expect_none.from_step: {from} must name an earlier `send` or `expect` step, with `lower_bound: true`"
+                        ));
+                    }
+                }
             }
             Step::ExpectCompletion(c) => {
                 for m in c.fields.values() {

@@ -518,6 +518,12 @@ pub struct ExpectNoneStep {
     /// margin.
     #[serde(default)]
     pub lower_bound: bool,
+    /// With `lower_bound`: the index in `steps` of an earlier `send` or
+    /// `expect` whose frame started the timer, when it is not the latest
+    /// frame (a probe's retire hold runs from the ACK that revealed the
+    /// loss, not from a later ACK). The window runs from that frame.
+    #[serde(default)]
+    pub from_step: Option<usize>,
     /// Only packets matching these fields count (all packets when empty).
     #[serde(default)]
     pub fields: BTreeMap<String, Matcher>,

@@ -95,6 +95,29 @@ fn semantic_errors_are_named() {
             ),
             "no MR named `x`",
         ),
+        // `from_step` names an earlier frame (a `send` or `expect`), for a
+        // lower bound only.
+        (
+            GOOD.replace(
+                "  - wait: {within_us: 10}",
+                "  - wait: {within_us: 10}\n  - expect_none: {lower_bound: true, from_step: 0}",
+            ),
+            "from_step: 0 must name an earlier `send` or `expect`",
+        ),
+        (
+            GOOD.replace(
+                "  - wait: {within_us: 10}",
+                "  - expect: {}\n  - expect_none: {from_step: 0}",
+            ),
+            "with `lower_bound: true`",
+        ),
+        (
+            GOOD.replace(
+                "  - wait: {within_us: 10}",
+                "  - expect: {}\n  - expect_none: {lower_bound: true, from_step: 1}",
+            ),
+            "from_step: 1 must name an earlier",
+        ),
         ("id: [".to_string(), ""),
         ("a: &a [*a]".to_string(), ""),
     ];

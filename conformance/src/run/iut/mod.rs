@@ -19,6 +19,11 @@ pub use spec::IutSpec;
 use serde_json::Value;
 use std::fmt;
 
+/// Looks without waiting at a live IUT's socket once a deadline has passed
+/// (`raw`, `pcap`): a harness descheduled past it takes the frames already
+/// waiting instead of judging the IUT silent.
+const LATE_LOOKS: usize = 16;
+
 /// A frame the IUT sent, with the time the harness saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {

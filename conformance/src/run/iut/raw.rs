@@ -3,15 +3,12 @@
 //! through an agent over TCP. Time is the wall clock.
 
 use super::agent_client::AgentClient;
-use super::{Endpoint, Iut, IutError, Observed};
+use super::{Endpoint, Iut, IutError, LATE_LOOKS, Observed};
 use crate::run::budget::{Budget, Meter};
 use metaroce_ref::drivers::raw::{RawConfig, RawPort};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
-
-/// Looks without waiting at the socket once a deadline has passed.
-const LATE_LOOKS: usize = 16;
 
 /// An IUT reached over a raw interface and an agent.
 pub struct Raw {

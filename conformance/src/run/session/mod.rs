@@ -112,6 +112,8 @@ pub fn run_test_with_context(
         deregistered: Default::default(),
         anchor_ns: None,
         anchor_step: None,
+        step_anchors: BTreeMap::new(),
+        quiet_end: None,
         gave_up: None,
     };
     let outcome = match (t.run(), &t.gave_up) {
@@ -213,6 +215,13 @@ struct Test<'a> {
     anchor_ns: Option<u64>,
     /// The step that set `anchor_ns`.
     anchor_step: Option<usize>,
+    /// The `anchor_ns` each `send` or matching `expect` step set, by step
+    /// index (`expect_none.from_step`).
+    step_anchors: BTreeMap<usize, u64>,
+    /// On a live IUT, a lower-bound quiet window (its step, and its end
+    /// before the margin shrank it): the next step's window runs from that
+    /// end, so the timer's upper side keeps the margin too.
+    quiet_end: Option<(usize, u64)>,
     /// Set when an `expect_no_completion` step saw the IUT give up with
     /// RETRY_EXC_ERR (its own retry budget ran out, which the step's
     /// frame did not cause): a later FAIL is INCONC, since the QP is in
@@ -297,6 +306,15 @@ impl Test<'_> {
 
     /// A step's window in µs: its number, or its expression evaluated with
     /// the names bound so far (`${profile.mp_rto_init}` among them).
+    /// The frame of the current step passed the harness at `at_ns`.
+    fn set_anchor(&mut self, at_ns: u64) {
+        self.anchor_ns = Some(at_ns);
+        self.anchor_step = self.step;
+        if let Some(i) = self.step {
+            self.step_anchors.insert(i, at_ns);
+        }
+    }
+
     fn window_us(&self, within: &crate::vector::model::Num) -> Result<u64, Stop> {
         let us = num(within, self.ctx()).map_err(|e| Stop::Error(format!("within_us: {e}")))?;
         if us > MAX_WINDOW_US {
@@ -308,9 +326,12 @@ impl Test<'_> {
     }
 
     fn deadline(&self, within_us: u64) -> u64 {
-        self.iut
-            .now_ns()
-            .saturating_add(within_us.saturating_mul(1_000))
+        let now = self.iut.now_ns();
+        let from = match (self.quiet_end, self.step) {
+            (Some((q, end)), Some(i)) if i == q + 1 => now.max(end),
+            _ => now,
+        };
+        from.saturating_add(within_us.saturating_mul(1_000))
             .saturating_add(self.bed.margin_ns)
     }
 

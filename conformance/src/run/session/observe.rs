@@ -80,8 +80,7 @@ impl Test<'_> {
                 };
                 match check_fields(&view, &e.fields, self.ctx()) {
                     Ok(()) => {
-                        self.anchor_ns = Some(o.at_ns);
-                        self.anchor_step = self.step;
+                        self.set_anchor(o.at_ns);
                         self.log(
                             Direction::Received,
                             o.at_ns,
@@ -145,8 +144,14 @@ impl Test<'_> {
         // matched), not from when the harness got to this step: a harness
         // that reached it late would otherwise judge a packet sent on time
         // early (D2). A frame is then judged by when it arrived.
-        let now = self
-            .anchor_ns
+        // `from_step` names an earlier frame that started the timer.
+        let anchor = match e.from_step {
+            Some(i) => Some(*self.step_anchors.get(&i).ok_or_else(|| {
+                Stop::Error(format!("expect_none.from_step: step {i} set no time"))
+            })?),
+            None => self.anchor_ns,
+        };
+        let now = anchor
             .filter(|_| e.lower_bound)
             .map_or_else(|| self.iut.now_ns(), |a| a.min(self.iut.now_ns()));
         let window = within_us.saturating_mul(1_000);
@@ -156,6 +161,11 @@ impl Test<'_> {
                     "a {within_us} µs lower bound on a timer cannot be judged on this test bed (window margin {} µs)",
                     self.bed.margin_ns / 1_000
                 )));
+            }
+            if !self.iut.virtual_time()
+                && let Some(i) = self.step
+            {
+                self.quiet_end = Some((i, now.saturating_add(window)));
             }
             now.saturating_add(
                 window

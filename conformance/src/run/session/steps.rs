@@ -12,8 +12,7 @@ impl Test<'_> {
                 let copies = s.repeat.unwrap_or(1).clamp(1, 10_000);
                 for _ in 0..copies {
                     // The frame cannot reach the IUT before this time.
-                    self.anchor_ns = Some(self.iut.now_ns());
-                    self.anchor_step = self.step;
+                    self.set_anchor(self.iut.now_ns());
                     // A held frame (a burst's) leaves without the IUT
                     // answering before the next step.
                     if s.hold {
