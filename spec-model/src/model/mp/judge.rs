@@ -565,12 +565,15 @@ impl MpJudge {
         // original.
         let prev = self.sent.get(&psn.value()).copied();
         // A READ request with R set may re-request missing responses
-        // (MR-MPR-7): its PSN, the READ's first PSN plus offset / PMTU, is
-        // one the responder acknowledged when it accepted the READ
-        // (MR-MPR-2), and its timing is MR-MPR-6's. The capture does not
-        // show which responses are missing, so MR-MPL-4 and MR-MPL-6 are
-        // not judged on it.
-        let rerequest = p.bth.opcode == Opcode::MP_READ_REQUEST && m.retransmission;
+        // (MR-MPR-7), and one with R clear and a nonzero offset is a
+        // further part of a READ pulled in parts (MR-MPR-11, MR-MPR-12):
+        // either's PSN, the READ's first PSN plus offset / PMTU, is one the
+        // responder acknowledged when it accepted the READ (MR-MPR-2), and
+        // its timing is MR-MPR-6's or cwnd's. The capture does not show
+        // which responses are missing, so MR-MPL-4 and MR-MPL-6 are not
+        // judged on it.
+        let rerequest =
+            p.bth.opcode == Opcode::MP_READ_REQUEST && (m.retransmission || m.offset > 0);
         // An atomic is retransmitted while no MP Atomic Acknowledge has
         // arrived, even if an MP ACK reported its PSN (MR-MPP-14): not
         // judged by MR-MPL-6 either.
