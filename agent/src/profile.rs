@@ -2,6 +2,56 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Every key of the SPEC §2 table, in its order: what `hello` reports (the
+/// MP local constants may be left out at their defaults) and the only keys
+/// a profile file may hold (`metaroce run --profile`; a conformance test
+/// compares this list with SPEC.md).
+pub const PROFILE_KEYS: &[&str] = &[
+    "rc",
+    "uc",
+    "ud",
+    "atomics",
+    "flush",
+    "atomic_write",
+    "send_with_invalidate",
+    "invalidate_reg_mr",
+    "immediate",
+    "ipv4",
+    "ipv6",
+    "vlan",
+    "sqd",
+    "max_pmtu",
+    "max_msg_size",
+    "max_rd_atomic",
+    "max_dest_rd_atomic",
+    "credits",
+    "cnp_generation",
+    "cnp_pacing_scope",
+    "dcqcn_reaction",
+    "udp_checksum_tx",
+    "counters",
+    "implementation_chosen_psn",
+    "mp",
+    "mp_entropy_set_max",
+    "mp_window_max",
+    "mp_trimming",
+    "mp_flow_label_entropy",
+    "mp_max_staged_bytes",
+    "mp_ordered_write",
+    "mp_resource_nak",
+    "mp_reorder_threshold",
+    "mp_ack_coalesce_time",
+    "mp_ack_prompt_max",
+    "mp_rto_init",
+    "mp_rto_min",
+    "mp_rto_max",
+    "mp_retire_hold",
+    "mp_retire_hold_max",
+    "mp_cwnd_max",
+    "cm",
+    "host_big_endian",
+];
+
 /// Every key of SPEC §2, with its type. `hello` sends them all, so the
 /// harness never relies on a default (MR-PICS-1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

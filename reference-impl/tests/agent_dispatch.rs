@@ -22,55 +22,11 @@ fn hello_reports_version_profile_addresses_limits() {
     assert_eq!(v["addresses"]["ipv4"], "10.0.0.1");
     assert_eq!(v["addresses"]["ipv6"], Value::Null);
     let profile = v["profile"].as_object().unwrap();
-    // Every key of SPEC §2, nothing else (MR-PICS-1).
-    let keys = [
-        "rc",
-        "uc",
-        "ud",
-        "atomics",
-        "flush",
-        "atomic_write",
-        "send_with_invalidate",
-        "invalidate_reg_mr",
-        "immediate",
-        "ipv4",
-        "ipv6",
-        "vlan",
-        "sqd",
-        "max_pmtu",
-        "max_msg_size",
-        "max_rd_atomic",
-        "max_dest_rd_atomic",
-        "credits",
-        "cnp_generation",
-        "cnp_pacing_scope",
-        "dcqcn_reaction",
-        "udp_checksum_tx",
-        "counters",
-        "implementation_chosen_psn",
-        "mp",
-        "mp_entropy_set_max",
-        "mp_window_max",
-        "mp_trimming",
-        "mp_flow_label_entropy",
-        "mp_max_staged_bytes",
-        "mp_resource_nak",
-        "mp_ordered_write",
-        "cm",
-        "host_big_endian",
-        // The MP local constants it uses (SPEC §2, §10.3 units).
-        "mp_reorder_threshold",
-        "mp_ack_coalesce_time",
-        "mp_ack_prompt_max",
-        "mp_rto_init",
-        "mp_rto_min",
-        "mp_rto_max",
-        "mp_retire_hold",
-        "mp_retire_hold_max",
-        "mp_cwnd_max",
-    ];
+    // Every key of SPEC §2, nothing else (MR-PICS-1): the reference also
+    // declares the MP local constants it uses (SPEC §2, §10.3 units).
+    let keys = metaroce_agent::profile::PROFILE_KEYS;
     assert_eq!(profile.len(), keys.len());
-    for k in keys {
+    for &k in keys {
         assert!(profile.contains_key(k), "{k}");
     }
     assert_eq!(v["profile"]["max_pmtu"], 4096);
