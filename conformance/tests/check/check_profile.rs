@@ -184,7 +184,7 @@ fn a_number_out_of_range_is_bad_input_naming_the_key_and_range() {
 
 /// Three one-packet READs 10.0.0.1 → 10.0.0.2 QPN 0x12, 1 µs apart, then
 /// their READ Response Only 100 µs apart, starting 200 µs later.
-fn three_reads_in_flight() -> Vec<(u64, Vec<u8>)> {
+pub(crate) fn three_reads_in_flight() -> Vec<(u64, Vec<u8>)> {
     let read = |psn: u32| {
         PacketBuilder::new(Opcode::RC_READ_REQUEST)
             .ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())

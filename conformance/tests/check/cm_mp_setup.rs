@@ -66,7 +66,7 @@ fn mad(attr: u16) -> Vec<u8> {
 
 /// A REQ from the active side: RC, PSN 0, PMTU 1024, private data (at
 /// message byte 140) = RDMA-CM's 36-byte header, then `private`.
-fn req(private: &[u8]) -> Vec<u8> {
+pub(crate) fn req(private: &[u8]) -> Vec<u8> {
     let mut m = mad(0x0010);
     let d = 24;
     m[d..d + 4].copy_from_slice(&ACTIVE_COMM.to_be_bytes());
@@ -84,7 +84,7 @@ fn req(private: &[u8]) -> Vec<u8> {
 }
 
 /// The passive side's REP: PSN 0, private data (message byte 36) `private`.
-fn rep(private: &[u8]) -> Vec<u8> {
+pub(crate) fn rep(private: &[u8]) -> Vec<u8> {
     let mut m = mad(0x0013);
     let d = 24;
     m[d..d + 4].copy_from_slice(&PASSIVE_COMM.to_be_bytes());
@@ -136,11 +136,13 @@ fn on_qp1(src: [u8; 4], dst: [u8; 4], payload: Vec<u8>) -> Vec<u8> {
         .build()
 }
 
-fn from_active(m: Vec<u8>) -> Vec<u8> {
+/// A MAD from the active side to the passive side.
+pub(crate) fn from_active(m: Vec<u8>) -> Vec<u8> {
     on_qp1(ACTIVE, PASSIVE, m)
 }
 
-fn from_passive(m: Vec<u8>) -> Vec<u8> {
+/// A MAD from the passive side to the active side.
+pub(crate) fn from_passive(m: Vec<u8>) -> Vec<u8> {
     on_qp1(PASSIVE, ACTIVE, m)
 }
 
@@ -192,6 +194,14 @@ fn check(name: &str, frames: &[Vec<u8>], cut: Option<(usize, usize)>) -> Vec<Val
         .collect()
 }
 
+/// The frames a finding line names, in its order.
+fn frames_of(line: &Value) -> Vec<u64> {
+    line["frames"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
 /// The setup findings (MR-MPN-7 … 11, MR-CM-6) as (id, severity, frames).
 fn setup_findings(lines: &[Value]) -> Vec<(String, String, Vec<u64>)> {
     lines
@@ -202,14 +212,10 @@ fn setup_findings(lines: &[Value]) -> Vec<(String, String, Vec<u64>)> {
                 .is_some_and(|id| id.starts_with("MR-MPN-") || id == "MR-CM-6")
         })
         .map(|l| {
-            let frames = l["frames"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default();
             (
                 l["id"].as_str().unwrap().to_string(),
                 l["severity"].as_str().unwrap_or("").to_string(),
-                frames,
+                frames_of(l),
             )
         })
         .collect()
@@ -625,14 +631,16 @@ fn found(lines: &[Value], id: &str) -> Vec<Vec<u64>> {
         .iter()
         .filter(|l| l["id"] == id)
         .map(|l| {
-            let mut f: Vec<u64> = l["frames"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default();
+            let mut f = frames_of(l);
             f.sort_unstable();
             f
         })
         .collect()
+}
+
+/// Asserts that no finding of `id` is in `lines`.
+fn none(lines: &[Value], id: &str) {
+    assert_eq!(found(lines, id), Vec::<Vec<u64>>::new(), "{lines:#?}");
 }
 
 /// The REQ, REP (blocks `q`, `p`) and RTU, then `data`; without the CM
@@ -691,11 +699,7 @@ fn mr_mpp_21_o_toward_a_peer_whose_block_had_o_clear() {
         &with_cm(false, &[], &[], data()),
         None,
     );
-    assert_eq!(
-        found(&lines, "MR-MPP-21"),
-        Vec::<Vec<u64>>::new(),
-        "{lines:#?}"
-    );
+    none(&lines, "MR-MPP-21");
     let lines = check(
         "cm-mpp21-o.pcapng",
         &with_cm(
@@ -706,11 +710,7 @@ fn mr_mpp_21_o_toward_a_peer_whose_block_had_o_clear() {
         ),
         None,
     );
-    assert_eq!(
-        found(&lines, "MR-MPP-21"),
-        Vec::<Vec<u64>>::new(),
-        "{lines:#?}"
-    );
+    none(&lines, "MR-MPP-21");
     assert!(musts(&lines).is_empty(), "{lines:#?}");
 }
 
@@ -743,11 +743,7 @@ fn mr_mpp_23_nak_0x66_toward_a_requester_whose_block_had_rn_clear() {
         &with_cm(false, &[], &[], resource_nak()),
         None,
     );
-    assert_eq!(
-        found(&lines, "MR-MPP-23"),
-        Vec::<Vec<u64>>::new(),
-        "{lines:#?}"
-    );
+    none(&lines, "MR-MPP-23");
     let lines = check(
         "cm-mpp23-rn.pcapng",
         &with_cm(
@@ -758,11 +754,7 @@ fn mr_mpp_23_nak_0x66_toward_a_requester_whose_block_had_rn_clear() {
         ),
         None,
     );
-    assert_eq!(
-        found(&lines, "MR-MPP-23"),
-        Vec::<Vec<u64>>::new(),
-        "{lines:#?}"
-    );
+    none(&lines, "MR-MPP-23");
 }
 
 /// PSN 0 and its ACK; PSN 70 (70 after the cumulative PSN 0); PSN 1,
