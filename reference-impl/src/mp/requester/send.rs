@@ -9,7 +9,7 @@ use crate::mp::loss::{Unit, UnitState};
 use crate::mr::PdHandle;
 use crate::qp_config::{Env, QpConfig};
 use crate::wire::{Out, Path};
-use crate::wr::{Sge, WrOp};
+use crate::wr::{RemoteAddr, Sge, WrOp};
 use metaroce_codec::ext::{AtomicEthRepr, IethRepr, ImmDtRepr, MpethRepr, RethRepr};
 use metaroce_codec::{Msn, Opcode};
 
@@ -149,28 +149,8 @@ impl MpRequester {
         let len = (u64::from(from + count) * p).min(w.len) - offset;
         w.rereq.pop_front();
         w.activity = env.now;
-        let mut out = Out::new(
-            Opcode::MP_READ_REQUEST,
-            self.origin.add((w.first + u64::from(from)) as u32).value(),
-        );
-        out.ext.mpeth = Some(MpethRepr {
-            first: offset == 0,
-            // MR-MPH-2 (SPEC v1.2): L exactly when the range ends the read.
-            last: offset + len == w.len,
-            retransmission: true,
-            ordered: w.ordered,
-            msn: Msn::new(w.msn as u32),
-            offset: offset as u32,
-            msg_len: w.len as u32,
-            ..MpethRepr::default()
-        });
-        out.ext.reth = Some(RethRepr {
-            va: remote.va,
-            rkey: remote.rkey,
-            dma_len: len as u32,
-        });
-        out.ack_req = true;
-        out.ect = true;
+        let psn = self.origin.add((w.first + u64::from(from)) as u32).value();
+        let out = read_request(w, remote, psn, offset, len, true);
         env.counters.retransmitted_packets += 1;
         rule.count(env.counters);
         path.udp_src_port = self.entropy.next(env.now, None);
@@ -218,27 +198,8 @@ impl MpRequester {
             return None;
         };
         let offset = w.asked_to;
-        let mut out = Out::new(
-            Opcode::MP_READ_REQUEST,
-            self.origin.add((w.first + offset / p) as u32).value(),
-        );
-        out.ext.mpeth = Some(MpethRepr {
-            first: false,
-            // MR-MPH-2: L exactly when the part ends the read.
-            last: offset + len == w.len,
-            retransmission: false,
-            msn: Msn::new(w.msn as u32),
-            offset: offset as u32,
-            msg_len: w.len as u32,
-            ..MpethRepr::default()
-        });
-        out.ext.reth = Some(RethRepr {
-            va: remote.va,
-            rkey: remote.rkey,
-            dma_len: len as u32,
-        });
-        out.ack_req = true;
-        out.ect = true;
+        let psn = self.origin.add((w.first + offset / p) as u32).value();
+        let out = read_request(w, remote, psn, offset, len, false);
         let (from, to) = ((offset / p) as usize, (offset + len).div_ceil(p) as usize);
         for a in &mut w.asked[from..to.min(w.got.len())] {
             *a = env.now as u32;
@@ -584,4 +545,38 @@ pub(super) fn packet(
         out.ack_req = true;
     }
     Ok((out, bytes, gather))
+}
+
+/// An MP READ Request of READ `w` that asks for [`offset`, `offset` +
+/// `len`) at `psn`, the READ's first PSN plus offset / PMTU: a re-request
+/// (R set, MR-MPR-7) or a further part (R clear, MR-MPR-11). F and L by the
+/// range (MR-MPH-2), the work request's O in every request of an ordered
+/// READ (MR-MPP-21), the original VA and R_Key, AckReq.
+fn read_request(
+    w: &MpWqe,
+    remote: RemoteAddr,
+    psn: u32,
+    offset: u64,
+    len: u64,
+    retransmission: bool,
+) -> Out {
+    let mut out = Out::new(Opcode::MP_READ_REQUEST, psn);
+    out.ext.mpeth = Some(MpethRepr {
+        first: offset == 0,
+        last: offset + len == w.len,
+        retransmission,
+        ordered: w.ordered,
+        msn: Msn::new(w.msn as u32),
+        offset: offset as u32,
+        msg_len: w.len as u32,
+        ..MpethRepr::default()
+    });
+    out.ext.reth = Some(RethRepr {
+        va: remote.va,
+        rkey: remote.rkey,
+        dma_len: len as u32,
+    });
+    out.ack_req = true;
+    out.ect = true;
+    out
 }
