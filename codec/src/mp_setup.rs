@@ -19,6 +19,7 @@
 //! gives (MR-MPN-11). Reserved bits are kept, so a block round-trips.
 
 use crate::error::{Layer, WireError};
+use core::ops::RangeInclusive;
 
 /// Byte offsets and masks of the block's fields.
 pub mod field {
@@ -99,6 +100,16 @@ pub struct MpSetupBlock {
 impl MpSetupBlock {
     /// Bytes of a version-1 block.
     pub const LEN: usize = 24;
+    /// The windows a block may announce (§7.1.1 `window`, MR-MPN-11).
+    pub const WINDOW_RANGE: RangeInclusive<u16> = 64..=16384;
+    /// The entropy set sizes a block may announce (MR-MPN-11).
+    pub const ENTROPY_SET_SIZE_RANGE: RangeInclusive<u16> = 1..=256;
+    /// The planes a block may announce (§7.1.1 `planes`).
+    pub const PLANES_RANGE: RangeInclusive<u8> = 1..=8;
+    /// The ACK coalescing times, µs (§7.1.1 `ack_coalesce_us`).
+    pub const ACK_COALESCE_US_RANGE: RangeInclusive<u8> = 1..=64;
+    /// The ACK prompt bounds, µs (§7.1.1 `ack_prompt_us`).
+    pub const ACK_PROMPT_US_RANGE: RangeInclusive<u8> = 1..=50;
 
     /// A version-1 block with length 24, reserved fields 0.
     pub fn v1() -> Self {
@@ -225,21 +236,21 @@ impl MpSetupBlock {
             }
         };
         check(
-            (64..=16384).contains(&self.window),
+            Self::WINDOW_RANGE.contains(&self.window),
             "window",
             field::WINDOW,
             u64::from(self.window),
             "outside 64-16384",
         )?;
         check(
-            (1..=256).contains(&self.entropy_set_size),
+            Self::ENTROPY_SET_SIZE_RANGE.contains(&self.entropy_set_size),
             "entropy_set_size",
             field::ENTROPY_SET_SIZE,
             u64::from(self.entropy_set_size),
             "outside 1-256",
         )?;
         check(
-            (1..=8).contains(&self.planes),
+            Self::PLANES_RANGE.contains(&self.planes),
             "planes",
             field::PLANES,
             u64::from(self.planes),

@@ -172,16 +172,16 @@ fn v1_faults(b: &MpSetupBlock) -> Option<String> {
     if let Some(m) = crate::model::mp::setup::malformed_block(b) {
         bad.push(format!("{} {} ({})", m.field, m.value, m.why));
     }
-    if !(1..=8).contains(&b.planes) {
+    if !MpSetupBlock::PLANES_RANGE.contains(&b.planes) {
         bad.push(format!("planes {} (outside 1-8)", b.planes));
     }
-    if !(1..=64).contains(&b.ack_coalesce_us) {
+    if !MpSetupBlock::ACK_COALESCE_US_RANGE.contains(&b.ack_coalesce_us) {
         bad.push(format!(
             "ACK coalescing time {} µs (outside 1-64)",
             b.ack_coalesce_us
         ));
     }
-    if !(1..=50).contains(&b.ack_prompt_us) {
+    if !MpSetupBlock::ACK_PROMPT_US_RANGE.contains(&b.ack_prompt_us) {
         bad.push(format!(
             "ACK prompt bound {} µs (outside 1-50)",
             b.ack_prompt_us

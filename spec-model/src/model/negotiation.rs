@@ -4,6 +4,7 @@
 
 use crate::model::qp::QpState;
 use crate::validate::PMTU_VALUES;
+use metaroce_codec::mp_setup::MpSetupBlock;
 
 /// The declarations of §2 these checks depend on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -72,7 +73,7 @@ pub fn check_pmtu(d: &Declared, pmtu: u32) -> Result<(), Rejected> {
 /// accepted; values outside 64–16384 are rejected. (A value above
 /// `mp_window_max` but within 64–16384 may be rejected too.)
 pub fn check_window(d: &Declared, window: u32) -> Result<(), Rejected> {
-    if !(64..=16384).contains(&window) {
+    if !u16::try_from(window).is_ok_and(|w| MpSetupBlock::WINDOW_RANGE.contains(&w)) {
         return reject("MR-MPW-4", "mp_window outside 64–16384");
     }
     if window > d.mp_window_max {

@@ -13,12 +13,6 @@ use metaroce_codec::mp_setup::{MpSetupBlock, MpSetupField};
 /// and MR-MPN-11 demand.
 pub const REJ_CONSUMER: u16 = 28;
 
-/// The receive windows a block may announce (§7.1.1 `window`, MR-MPN-11).
-pub const WINDOW_RANGE: std::ops::RangeInclusive<u16> = 64..=16384;
-
-/// The entropy set sizes a block may announce (§7.1.1, MR-MPN-11).
-pub const ENTROPY_SET_SIZE_RANGE: std::ops::RangeInclusive<u16> = 1..=256;
-
 /// Why a setup block is malformed (MR-MPN-11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Malformed {
@@ -59,14 +53,14 @@ pub fn malformed(f: &MpSetupField) -> Option<Malformed> {
 
 /// The range part of [`malformed`] for a readable block.
 pub fn malformed_block(b: &MpSetupBlock) -> Option<Malformed> {
-    if !WINDOW_RANGE.contains(&b.window) {
+    if !MpSetupBlock::WINDOW_RANGE.contains(&b.window) {
         return Some(Malformed {
             field: "window",
             value: u32::from(b.window),
             why: "window outside 64-16384",
         });
     }
-    if !ENTROPY_SET_SIZE_RANGE.contains(&b.entropy_set_size) {
+    if !MpSetupBlock::ENTROPY_SET_SIZE_RANGE.contains(&b.entropy_set_size) {
         return Some(Malformed {
             field: "entropy_set_size",
             value: u32::from(b.entropy_set_size),
