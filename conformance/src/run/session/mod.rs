@@ -110,8 +110,6 @@ pub fn run_test_with_context(
         ctx: None,
         start_ns: 0,
         deregistered: Default::default(),
-        anchor_ns: None,
-        anchor_step: None,
         step_anchors: BTreeMap::new(),
         quiet_end: None,
         gave_up: None,
@@ -208,15 +206,12 @@ struct Test<'a> {
     start_ns: u64,
     /// MRs a `dereg_mr` step removed: their canaries are gone with them.
     deregistered: std::collections::BTreeSet<String>,
-    /// When the latest frame of the exchange passed the harness: just
-    /// before it sent its latest frame, or when the latest frame an
-    /// `expect` matched arrived. A quiet window that bounds a timer from
-    /// below starts here, not when the harness reaches that step (D2).
-    anchor_ns: Option<u64>,
-    /// The step that set `anchor_ns`.
-    anchor_step: Option<usize>,
-    /// The `anchor_ns` each `send` or matching `expect` step set, by step
-    /// index (`expect_none.from_step`).
+    /// When a frame of each `send` or matching `expect` step passed the
+    /// harness (just before it sent it, or when it arrived), by step index;
+    /// the last entry is the latest frame of the exchange (`anchor`). A
+    /// quiet window that bounds a timer from below starts there, not when
+    /// the harness reaches that step (D2); `expect_none.from_step` names
+    /// an earlier one.
     step_anchors: BTreeMap<usize, u64>,
     /// On a live IUT, a lower-bound quiet window (its step, and its end
     /// before the margin shrank it): the next step's window runs from that
@@ -304,17 +299,20 @@ impl Test<'_> {
         });
     }
 
-    /// A step's window in µs: its number, or its expression evaluated with
-    /// the names bound so far (`${profile.mp_rto_init}` among them).
     /// The frame of the current step passed the harness at `at_ns`.
     fn set_anchor(&mut self, at_ns: u64) {
-        self.anchor_ns = Some(at_ns);
-        self.anchor_step = self.step;
         if let Some(i) = self.step {
             self.step_anchors.insert(i, at_ns);
         }
     }
 
+    /// The step that set the latest anchor, and the anchor.
+    fn anchor(&self) -> Option<(usize, u64)> {
+        self.step_anchors.last_key_value().map(|(&i, &t)| (i, t))
+    }
+
+    /// A step's window in µs: its number, or its expression evaluated with
+    /// the names bound so far (`${profile.mp_rto_init}` among them).
     fn window_us(&self, within: &crate::vector::model::Num) -> Result<u64, Stop> {
         let us = num(within, self.ctx()).map_err(|e| Stop::Error(format!("within_us: {e}")))?;
         if us > MAX_WINDOW_US {

@@ -149,7 +149,7 @@ impl Test<'_> {
             Some(i) => Some(*self.step_anchors.get(&i).ok_or_else(|| {
                 Stop::Error(format!("expect_none.from_step: step {i} set no time"))
             })?),
-            None => self.anchor_ns,
+            None => self.anchor().map(|(_, t)| t),
         };
         let now = anchor
             .filter(|_| e.lower_bound)
@@ -185,12 +185,11 @@ impl Test<'_> {
         // just before opens it (after an agent step the window runs from
         // when the harness got here, as before).
         let opened_by_previous = self
-            .step
-            .is_some_and(|i| i > 0 && self.anchor_step == Some(i - 1));
-        let window_end = (!e.lower_bound && !self.iut.virtual_time() && opened_by_previous)
-            .then_some(self.anchor_ns)
-            .flatten()
-            .map(|a| a.saturating_add(window).saturating_add(self.bed.margin_ns));
+            .anchor()
+            .filter(|&(i, _)| self.step.is_some_and(|s| s > 0 && i == s - 1));
+        let window_end = opened_by_previous
+            .filter(|_| !e.lower_bound && !self.iut.virtual_time())
+            .map(|(_, a)| a.saturating_add(window).saturating_add(self.bed.margin_ns));
         // A live harness late past its deadline still looks once at its
         // socket (`iut::raw`): what it takes then is stamped after the
         // window, and is the next step's too.
