@@ -68,6 +68,25 @@ impl Msg {
             Opcode::MP_SEND | Opcode::MP_SEND_IMM | Opcode::MP_SEND_INV | Opcode::MP_WRITE_IMM
         )
     }
+
+    fn is_write(&self) -> bool {
+        matches!(self.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM)
+    }
+
+    /// Where its bytes go is known: a WRITE, or a SEND whose receive work
+    /// request is determined.
+    fn has_target(&self) -> bool {
+        self.is_write() || self.wr.is_some()
+    }
+
+    /// Every byte placed, none held (MR-MPP-20's "entirely placed"); a
+    /// READ or atomic counts once executed, when it leaves `msgs`.
+    fn entirely_placed(&self) -> bool {
+        self.exec.is_none()
+            && self.placed_count == self.npkts
+            && self.staged.is_empty()
+            && self.has_target()
+    }
 }
 
 /// Responder state of one MP QP.

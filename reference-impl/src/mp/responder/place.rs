@@ -310,15 +310,7 @@ impl MpResponder {
     /// Every message before `msn` is entirely placed (a READ or atomic:
     /// executed), as `release` requires before it places an ordered one.
     fn earlier_all_placed(&self, msn: u64) -> bool {
-        (self.next_msn..msn).all(|x| {
-            self.msgs.get(&x).is_some_and(|m| {
-                let write = matches!(m.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM);
-                m.exec.is_none()
-                    && m.placed_count == m.npkts
-                    && m.staged.is_empty()
-                    && (write || m.wr.is_some())
-            })
-        })
+        (self.next_msn..msn).all(|x| self.msgs.get(&x).is_some_and(Msg::entirely_placed))
     }
 
     /// MR-MPP-20: places the kept packets of each ordered message whose
@@ -330,8 +322,8 @@ impl MpResponder {
             if m.exec.is_some() {
                 break;
             }
-            let write = matches!(m.opcode, Opcode::MP_WRITE | Opcode::MP_WRITE_IMM);
-            if m.ordered && (write || m.wr.is_some()) {
+            let write = m.is_write();
+            if m.ordered && m.has_target() {
                 for (off, data) in std::mem::take(&mut m.staged) {
                     self.staged_bytes = self.staged_bytes.saturating_sub(data.len() as u64);
                     match (&m.wr, m.reth) {
@@ -348,7 +340,7 @@ impl MpResponder {
                     }
                 }
             }
-            if m.placed_count != m.npkts || !m.staged.is_empty() || !(write || m.wr.is_some()) {
+            if !m.entirely_placed() {
                 break;
             }
             msn += 1;
