@@ -408,7 +408,8 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
         let window = match step {
             Step::Expect(s) => Some(&s.within_us),
             Step::ExpectNone(s) => Some(&s.within_us),
-            Step::Wait(s) | Step::ExpectNoCompletion(s) => Some(&s.within_us),
+            Step::Wait(s) => Some(&s.within_us),
+            Step::ExpectNoCompletion(s) => Some(&s.within_us),
             Step::ExpectCompletion(s) => Some(&s.within_us),
             _ => None,
         };

@@ -354,8 +354,8 @@ pub enum Step {
     PostRecv(RecvSetup),
     /// The IUT's next completion must match.
     ExpectCompletion(CompletionStep),
-    /// No completion may appear in the window.
-    ExpectNoCompletion(WindowStep),
+    /// No completion (or none matching `fields`) may appear in the window.
+    ExpectNoCompletion(NoCompletionStep),
     /// Bytes of an MR on the IUT.
     ExpectMemory(MemoryStep),
     /// Write bytes into an MR on the IUT (by the host, as `write_mr`).
@@ -530,6 +530,21 @@ pub struct ExpectNoneStep {
     /// The requirement this expectation checks, if narrower than the vector's.
     #[serde(default)]
     pub requirement: Option<String>,
+}
+
+/// A window in which the IUT may give no completion, or none matching
+/// `fields` (where the SPEC allows several outcomes but forbids one: a
+/// completion that does not match is taken from the CQ and noted).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoCompletionStep {
+    /// Microseconds.
+    #[serde(default = "default_window_us")]
+    pub within_us: Num,
+    /// Matchers, as `expect_completion`'s, of the completions that may not
+    /// appear; empty (the default): none may.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fields: BTreeMap<String, Matcher>,
 }
 
 /// A bare window.

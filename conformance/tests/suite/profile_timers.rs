@@ -26,7 +26,8 @@ fn windows(file: &str, map: &Map<String, Value>) -> Vec<u64> {
         .filter_map(|s| match s {
             Step::Expect(e) => Some(&e.within_us),
             Step::ExpectNone(e) => Some(&e.within_us),
-            Step::Wait(w) | Step::ExpectNoCompletion(w) => Some(&w.within_us),
+            Step::Wait(w) => Some(&w.within_us),
+            Step::ExpectNoCompletion(w) => Some(&w.within_us),
             Step::ExpectCompletion(c) => Some(&c.within_us),
             _ => None,
         })

@@ -93,16 +93,26 @@ impl Test<'_> {
                     self.record("expect_no_completion", true, detail);
                     return Ok(());
                 }
-                if let Some(first) = got.first() {
-                    let reason = format!("a completion appeared where none may: {first}");
+                let (forbidden, allowed): (Vec<&Value>, Vec<&Value>) = got
+                    .iter()
+                    .partition(|wc| check_fields(wc, &w.fields, self.ctx()).is_ok());
+                if let Some(first) = forbidden.first() {
+                    let reason = if w.fields.is_empty() {
+                        format!("a completion appeared where none may: {first}")
+                    } else {
+                        format!("a completion the step forbids appeared: {first}")
+                    };
                     self.record("expect_no_completion", false, reason.clone());
                     return Err(self.fail(&None, reason));
                 }
-                self.record(
-                    "expect_no_completion",
-                    true,
-                    format!("none in {within_us} µs"),
-                );
+                let detail = match allowed.first() {
+                    Some(first) => format!(
+                        "none forbidden in {within_us} µs; {} allowed, the first {first}",
+                        allowed.len()
+                    ),
+                    None => format!("none in {within_us} µs"),
+                };
+                self.record("expect_no_completion", true, detail);
                 Ok(())
             }
             Step::ExpectMemory(m) => self.expect_memory(m),
