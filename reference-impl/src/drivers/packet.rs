@@ -3,7 +3,10 @@
 //! the driver's loop makes on it:
 //!
 //! - [`PacketSocket::try_recv`]: one `recv(MSG_DONTWAIT | MSG_TRUNC)` into
-//!   the caller's buffer; nothing queued is `Ok(None)`, not a wait;
+//!   the caller's buffer; nothing queued is `Ok(None)`, not a wait; on a
+//!   socket opened with receive timestamps, `recvmsg(2)` instead, which
+//!   also returns the time the kernel took the frame in (`SO_TIMESTAMPNS`,
+//!   through nix: rustix has no safe call for that control message);
 //! - [`PacketSocket::wait`]: `ppoll(2)` for readable (or writable), only
 //!   when the socket has nothing queued;
 //! - [`PacketSocket::send_batch`]: up to [`SEND_BATCH`] frames in one
@@ -20,7 +23,7 @@
 
 use pnet_datalink::NetworkInterface;
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Frames one `sendmmsg(2)` carries at most.
 pub const SEND_BATCH: usize = 64;
@@ -31,18 +34,31 @@ pub(crate) struct PacketSocket {
     #[cfg(target_os = "linux")]
     fd: std::os::fd::OwnedFd,
     rx_buffer: Option<usize>,
+    /// `SO_TIMESTAMPNS` is on: receives go through `recvmsg(2)`.
+    stamps: bool,
+}
+
+/// A frame [`PacketSocket::try_recv`] took: its length on the wire (more
+/// than the buffer when it was truncated) and, on a socket with receive
+/// timestamps, when the kernel received it (its `CLOCK_REALTIME`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Received {
+    pub(crate) len: usize,
+    pub(crate) at: Option<SystemTime>,
 }
 
 #[cfg(target_os = "linux")]
 impl PacketSocket {
     /// A socket on `iface` with a receive buffer of `rx_buffer` bytes (0:
     /// the system default), in promiscuous mode if asked, for every
-    /// EtherType, or only IPv4 when `ipv4_only`.
+    /// EtherType, or only IPv4 when `ipv4_only`; with the kernel's receive
+    /// time of every frame when `stamps`.
     pub(crate) fn open(
         iface: &NetworkInterface,
         rx_buffer: usize,
         promiscuous: bool,
         ipv4_only: bool,
+        stamps: bool,
     ) -> io::Result<Self> {
         use pnet_datalink::{Channel, ChannelType, Config};
         use rustix::net::{AddressFamily, SocketType, socket, sockopt};
@@ -79,7 +95,15 @@ impl PacketSocket {
             _ => return Err(io::Error::other("not an Ethernet channel")),
         }
         rustix::io::ioctl_fionbio(&fd, true)?;
-        Ok(PacketSocket { fd, rx_buffer })
+        if stamps {
+            use nix::sys::socket::{setsockopt, sockopt::ReceiveTimestampns};
+            setsockopt(&fd, ReceiveTimestampns, &true).map_err(io::Error::from)?;
+        }
+        Ok(PacketSocket {
+            fd,
+            rx_buffer,
+            stamps,
+        })
     }
 
     /// The receive buffer in bytes as the kernel reports it (it doubles
@@ -88,16 +112,54 @@ impl PacketSocket {
         self.rx_buffer
     }
 
-    /// Receives the next queued frame into `buf` and returns its length on
-    /// the wire (more than `buf.len()` when it was truncated), or `None`
-    /// when no frame is queued. Never waits.
-    pub(crate) fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    /// Receives the next queued frame into `buf`, or `None` when no frame
+    /// is queued. Never waits.
+    pub(crate) fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
         use rustix::net::{RecvFlags, recv};
+        if self.stamps {
+            return self.try_recv_stamped(buf);
+        }
         loop {
             match recv(&self.fd, &mut *buf, RecvFlags::DONTWAIT | RecvFlags::TRUNC) {
-                Ok((_, len)) => return Ok(Some(len)),
+                Ok((_, len)) => return Ok(Some(Received { len, at: None })),
                 Err(rustix::io::Errno::AGAIN) => return Ok(None),
                 Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// [`Self::try_recv`] through `recvmsg(2)`, with the `SCM_TIMESTAMPNS`
+    /// control message the socket asked for (absent if the kernel gave
+    /// none: then `at` is `None`).
+    fn try_recv_stamped(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
+        use nix::errno::Errno;
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+        use std::os::fd::AsRawFd;
+        let mut control = nix::cmsg_space!(nix::sys::time::TimeSpec);
+        loop {
+            let mut iov = [io::IoSliceMut::new(&mut *buf)];
+            match recvmsg::<()>(
+                self.fd.as_raw_fd(),
+                &mut iov,
+                Some(&mut control),
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_TRUNC,
+            ) {
+                Ok(msg) => {
+                    let at = msg.cmsgs().ok().and_then(|mut cmsgs| {
+                        cmsgs.find_map(|c| match c {
+                            ControlMessageOwned::ScmTimestampns(ts) => {
+                                let secs = u64::try_from(ts.tv_sec()).ok()?;
+                                let nanos = u32::try_from(ts.tv_nsec()).ok()?;
+                                SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+                            }
+                            _ => None,
+                        })
+                    });
+                    return Ok(Some(Received { len: msg.bytes, at }));
+                }
+                Err(Errno::EAGAIN) => return Ok(None),
+                Err(Errno::EINTR) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -159,7 +221,13 @@ impl PacketSocket {
 /// AF_PACKET is Linux's: elsewhere opening fails.
 #[cfg(not(target_os = "linux"))]
 impl PacketSocket {
-    pub(crate) fn open(_: &NetworkInterface, _: usize, _: bool, _: bool) -> io::Result<Self> {
+    pub(crate) fn open(
+        _: &NetworkInterface,
+        _: usize,
+        _: bool,
+        _: bool,
+        _: bool,
+    ) -> io::Result<Self> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "the raw driver needs Linux (AF_PACKET)",
@@ -168,7 +236,7 @@ impl PacketSocket {
     pub(crate) fn rx_buffer(&self) -> Option<usize> {
         self.rx_buffer
     }
-    pub(crate) fn try_recv(&self, _: &mut [u8]) -> io::Result<Option<usize>> {
+    pub(crate) fn try_recv(&self, _: &mut [u8]) -> io::Result<Option<Received>> {
         Ok(None)
     }
     pub(crate) fn wait(&self, _: Duration, _: bool) -> io::Result<bool> {

@@ -62,7 +62,7 @@ use crate::agent::dataplane::{Clock, DataPlane, service, wait_deadline};
 use pnet_datalink::NetworkInterface;
 use std::fmt;
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Consecutive receive errors (other than timeouts) after which a run gives
 /// up: the socket or interface is gone.
@@ -159,6 +159,13 @@ pub struct RawConfig {
     /// frame) or once the batch is in ([`Service::PerBatch`]: the programs
     /// that move data). See [`Service`].
     pub service: Service,
+    /// Ask the kernel for each received frame's arrival time
+    /// (`SO_TIMESTAMPNS`), for [`RawPort::recv_frame_stamped`]: a reader
+    /// that falls behind (a loaded machine, a debug build) then still knows
+    /// when a frame came. Off by default (one `recvmsg(2)` with a control
+    /// message a frame instead of a plain `recv`); the conformance
+    /// harness turns it on.
+    pub rx_timestamps: bool,
 }
 
 /// When [`RawPort::receive`] fires the device's timers and takes what it
@@ -197,6 +204,7 @@ impl Default for RawConfig {
             socket_rx_buffer: 4 << 20,
             catch_up_after: None,
             service: Service::PerFrame,
+            rx_timestamps: false,
         }
     }
 }
@@ -335,6 +343,15 @@ enum Rx {
     Empty,
 }
 
+/// A frame [`RawPort::recv_frame_stamped`] received.
+#[derive(Clone, Debug)]
+pub struct StampedFrame {
+    /// The frame.
+    pub bytes: Vec<u8>,
+    /// When the kernel received it (its wall clock), if it said.
+    pub at: Option<SystemTime>,
+}
+
 /// The socket half of the driver: an AF_PACKET socket on one interface,
 /// with the MAC filter, the counters and a receive buffer, and no device.
 /// See the module documentation.
@@ -361,6 +378,9 @@ pub struct RawPort {
     last_service: Option<u64>,
     /// [`RawConfig::service`].
     service: Service,
+    /// The kernel's arrival time of the frame received last, with
+    /// [`RawConfig::rx_timestamps`].
+    last_rx_at: Option<SystemTime>,
 }
 
 impl fmt::Debug for RawPort {
@@ -382,6 +402,7 @@ impl RawPort {
             config.socket_rx_buffer,
             config.promiscuous,
             config.ipv4_only,
+            config.rx_timestamps,
         )
         .map_err(|source| RawError::Open {
             name: interface.into(),
@@ -403,6 +424,7 @@ impl RawPort {
                 .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
             last_service: None,
             service: config.service,
+            last_rx_at: None,
         })
     }
 
@@ -577,7 +599,10 @@ impl RawPort {
             };
         }
         let len = match got {
-            Ok(Some(len)) => len,
+            Ok(Some(rx)) => {
+                self.last_rx_at = rx.at;
+                rx.len
+            }
             Ok(None) => return Ok(Rx::Empty),
             Err(e) => return self.rx_error(e),
         };
@@ -628,6 +653,22 @@ impl RawPort {
         timeout: Duration,
     ) -> Result<Option<Vec<u8>>, RawError> {
         self.recv_with(mac, timeout, <[u8]>::to_vec)
+    }
+
+    /// As [`Self::recv_frame`], with the time the kernel received the
+    /// frame when the port was opened with [`RawConfig::rx_timestamps`]
+    /// (else, or if the kernel gave none, `None`).
+    pub fn recv_frame_stamped(
+        &mut self,
+        mac: [u8; 6],
+        timeout: Duration,
+    ) -> Result<Option<StampedFrame>, RawError> {
+        self.last_rx_at = None;
+        let frame = self.recv_frame(mac, timeout)?;
+        Ok(frame.map(|bytes| StampedFrame {
+            bytes,
+            at: self.last_rx_at,
+        }))
     }
 
     /// As [`Self::recv_frame`], but lends the frame to `f` (in the port's

@@ -24,7 +24,20 @@ use std::fmt;
 /// waiting instead of judging the IUT silent.
 const LATE_LOOKS: usize = 16;
 
-/// A frame the IUT sent, with the time the harness saw it.
+/// When a live IUT's frame came, on the harness clock that reads `now_ns`
+/// now: the kernel's receive stamp `at` (its wall clock) moved onto that
+/// clock by the frame's age, or `now_ns` without a stamp. Never later
+/// than now, nor earlier than `floor_ns` (the frame read before it: the
+/// socket gives frames in arrival order).
+fn arrival_ns(now_ns: u64, at: Option<std::time::SystemTime>, floor_ns: u64) -> u64 {
+    let age_ns = at
+        .and_then(|at| std::time::SystemTime::now().duration_since(at).ok())
+        .map_or(0, |age| u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
+    now_ns.saturating_sub(age_ns).max(floor_ns).min(now_ns)
+}
+
+/// A frame the IUT sent, with the time the harness saw it (on a live IUT,
+/// when the kernel received it where it gives receive stamps).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
     /// Nanoseconds on the IUT clock of [`Iut::now_ns`].
@@ -101,5 +114,30 @@ pub trait Iut {
     /// The session checks the wall clock between calls itself.
     fn start_budget(&mut self, budget: super::budget::Budget) {
         let _ = budget;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arrival_ns;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn a_stamped_frame_is_placed_by_its_age_within_now_and_the_frame_before() {
+        let now = 10_000_000;
+        // No stamp: the frame came now.
+        assert_eq!(arrival_ns(now, None, 0), now);
+        // A frame at least 4 ms old (the clock only moves on between the
+        // two reads): at least 4 ms before now.
+        let at = SystemTime::now() - Duration::from_millis(4);
+        let got = arrival_ns(now, Some(at), 0);
+        assert!(got <= 6_000_000, "{got}");
+        // Never before the frame read before it, never after now.
+        assert_eq!(arrival_ns(now, Some(at), 9_000_000), 9_000_000);
+        let future = SystemTime::now() + Duration::from_secs(1);
+        assert_eq!(arrival_ns(now, Some(future), 0), now);
+        // Older than the test: clamped to the floor, not wrapped.
+        let ancient = SystemTime::UNIX_EPOCH;
+        assert_eq!(arrival_ns(now, Some(ancient), 0), 0);
     }
 }

@@ -4,7 +4,7 @@
 //! for systems where libpcap is the way to a port (or AF_PACKET is not).
 
 use super::agent_client::AgentClient;
-use super::{Endpoint, Iut, IutError, LATE_LOOKS, Observed};
+use super::{Endpoint, Iut, IutError, LATE_LOOKS, Observed, arrival_ns};
 use crate::run::budget::{Budget, Meter};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -17,6 +17,8 @@ pub struct Pcap {
     harness: Endpoint,
     start: Instant,
     queue: VecDeque<Observed>,
+    /// When the frame read last came (ns): the next one came no earlier.
+    last_at_ns: u64,
     label: String,
     /// The current test's wall clock: a link that never falls quiet
     /// cannot keep `drain` (or an agent call's catch-up) going forever.
@@ -77,6 +79,7 @@ impl Pcap {
             harness: Endpoint { mac, ip },
             start: Instant::now(),
             queue: VecDeque::new(),
+            last_at_ns: 0,
             label,
             meter: Meter::default(),
         })
@@ -98,7 +101,18 @@ impl Pcap {
         match self.capture.next_packet() {
             Ok(p) => {
                 let bytes = p.data.to_vec();
-                let at_ns = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                // libpcap's stamp: when the kernel took the frame in.
+                let ts = p.header.ts;
+                let at = u64::try_from(ts.tv_sec)
+                    .ok()
+                    .zip(u32::try_from(ts.tv_usec).ok());
+                let at = at.and_then(|(secs, micros)| {
+                    std::time::SystemTime::UNIX_EPOCH
+                        .checked_add(Duration::new(secs, micros.saturating_mul(1_000)))
+                });
+                let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                let at_ns = arrival_ns(now, at, self.last_at_ns);
+                self.last_at_ns = at_ns;
                 self.queue.push_back(Observed { at_ns, bytes });
                 Ok(true)
             }
@@ -138,9 +152,9 @@ impl Iut for Pcap {
             }
             if self.now_ns() >= deadline_ns {
                 // As `iut::raw`: a harness descheduled past its deadline
-                // takes the frames already waiting (stamped now, so a quiet
-                // window that ended puts them in the next step) instead of
-                // judging the IUT silent; a few looks, bounded.
+                // takes the frames already waiting (with libpcap's arrival
+                // time, so each is judged where it came) instead of judging
+                // the IUT silent; a few looks, bounded.
                 for _ in 0..LATE_LOOKS {
                     if self.look()? {
                         break;

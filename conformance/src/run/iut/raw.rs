@@ -3,9 +3,9 @@
 //! through an agent over TCP. Time is the wall clock.
 
 use super::agent_client::AgentClient;
-use super::{Endpoint, Iut, IutError, LATE_LOOKS, Observed};
+use super::{Endpoint, Iut, IutError, LATE_LOOKS, Observed, arrival_ns};
 use crate::run::budget::{Budget, Meter};
-use metaroce_ref::drivers::raw::{RawConfig, RawPort};
+use metaroce_ref::drivers::raw::{RawConfig, RawPort, StampedFrame};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -17,6 +17,8 @@ pub struct Raw {
     harness: Endpoint,
     start: Instant,
     queue: VecDeque<Observed>,
+    /// When the frame read last came (ns): the next one came no earlier.
+    last_at_ns: u64,
     label: String,
     /// The current test's wall clock: a link that never falls quiet
     /// cannot keep `drain` (or an agent call's catch-up) going forever.
@@ -42,6 +44,9 @@ impl Raw {
     ) -> Result<Self, IutError> {
         let config = RawConfig {
             promiscuous: mac.is_some(),
+            // Frames are timed when the kernel took them in, not when a
+            // harness that fell behind read them.
+            rx_timestamps: true,
             ..RawConfig::default()
         };
         let port = RawPort::open(iface, config).map_err(|e| IutError(e.to_string()))?;
@@ -56,6 +61,7 @@ impl Raw {
             harness: Endpoint { mac, ip },
             start: Instant::now(),
             queue: VecDeque::new(),
+            last_at_ns: 0,
             label,
             meter: Meter::default(),
         })
@@ -65,11 +71,12 @@ impl Raw {
         self.meter.wall()?;
         match self
             .port
-            .recv_frame(self.harness.mac, timeout)
+            .recv_frame_stamped(self.harness.mac, timeout)
             .map_err(|e| IutError(e.to_string()))?
         {
-            Some(bytes) => {
-                let at_ns = self.now_ns();
+            Some(StampedFrame { bytes, at }) => {
+                let at_ns = arrival_ns(self.now_ns(), at, self.last_at_ns);
+                self.last_at_ns = at_ns;
                 self.queue.push_back(Observed { at_ns, bytes });
                 Ok(true)
             }
@@ -121,7 +128,8 @@ impl Iut for Raw {
                 // A harness descheduled past its deadline (a loaded machine,
                 // a debug build judging a burst) has frames in its socket
                 // that came before it: one look without waiting takes them
-                // (stamped now, so a quiet window that ended puts them in
+                // (with the kernel's arrival time, so each is judged where
+                // it came: a quiet window that ended before it puts it in
                 // the next step) instead of judging the IUT silent. A frame
                 // that is not the harness's (its own sent ones) ends a look
                 // as an empty socket does: a few looks, bounded.

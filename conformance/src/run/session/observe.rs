@@ -191,8 +191,9 @@ impl Test<'_> {
             .filter(|_| !e.lower_bound && !self.iut.virtual_time())
             .map(|(_, a)| a.saturating_add(window).saturating_add(self.bed.margin_ns));
         // A live harness late past its deadline still looks once at its
-        // socket (`iut::raw`): what it takes then is stamped after the
-        // window, and is the next step's too.
+        // socket (`iut::raw`): what it takes then carries the kernel's
+        // arrival time; a frame that came after the window is the next
+        // step's, one that came inside it is judged here.
         let live = !self.iut.virtual_time();
         while let Some((o, view)) = self.next_frame(deadline)? {
             let after = o.at_ns >= deadline && (e.lower_bound || live);
