@@ -114,7 +114,10 @@ mod tests {
         let mut map = Map::new();
         map.insert("mp_cwnd_max".into(), 2048.into());
         let e = check_keys(&map).unwrap_err();
-        assert!(e.contains("mp_cwnd_max (2048) is below max_pmtu (4096)"), "{e}");
+        assert!(
+            e.contains("mp_cwnd_max (2048) is below max_pmtu (4096)"),
+            "{e}"
+        );
         map.insert("max_pmtu".into(), 2048.into());
         assert_eq!(check_keys(&map), Ok(()));
         map.insert("max_pmtu".into(), 4096.into());

@@ -128,5 +128,8 @@ fn refused_packet_leaves_no_state_mr_mpp_23() {
     );
     // The same responder had the packet been lost on the wire.
     let lost = responder();
-    assert_eq!(r.messages, lost.messages, "MR-MPP-23: as if it had not arrived");
+    assert_eq!(
+        r.messages, lost.messages,
+        "MR-MPP-23: as if it had not arrived"
+    );
 }
