@@ -50,9 +50,29 @@ pub const MP_LOCAL: &[LocalConstant] = &[
     local("mp_rto_max", 16_000, 1_000, 1_000_000, "µs"),
     local("mp_retire_hold", 500, 10, 1_000_000, "µs"),
     local("mp_retire_hold_max", 64_000, 10, 10_000_000, "µs"),
-    // At least one PMTU: the PMTU is not known here, so the smallest.
+    // At least the profile's `max_pmtu` (checked by [`check_cwnd_max`]);
+    // here the smallest PMTU.
     local("mp_cwnd_max", 786_432, 256, 67_108_864, "bytes"),
 ];
+
+/// The SPEC §2 default of `max_pmtu`, what a profile that omits it declares.
+pub const DEFAULT_MAX_PMTU: u64 = 4096;
+
+/// SPEC §2, §10.3 (v1.2): `mp_cwnd_max` is at least the profile's
+/// `max_pmtu` (`None`: the §2 default), so that it is in range (at least
+/// one PMTU) for every QP the implementation can create.
+///
+/// # Errors
+/// `mp_cwnd_max` below `max_pmtu`, naming both.
+pub fn check_cwnd_max(cwnd_max: u64, max_pmtu: Option<u64>) -> Result<(), String> {
+    let pmtu = max_pmtu.unwrap_or(DEFAULT_MAX_PMTU);
+    if cwnd_max < pmtu {
+        return Err(format!(
+            "mp_cwnd_max ({cwnd_max}) is below max_pmtu ({pmtu}); SPEC §2 wants at least the profile's max_pmtu"
+        ));
+    }
+    Ok(())
+}
 
 /// Pairs (smaller, larger) of §10.3 whose values must be ordered.
 pub const ORDERED: &[(&str, &str)] = &[
@@ -66,8 +86,9 @@ pub const ORDERED: &[(&str, &str)] = &[
 /// one, else the §10.3 default.
 ///
 /// # Errors
-/// A declared value that is not an integer within its §10.3 range, or two
-/// declared values out of the order §10.3 requires. The message names the
+/// A declared value that is not an integer within its §10.3 range, two
+/// declared values out of the order §10.3 requires, or `mp_cwnd_max` below
+/// the profile's `max_pmtu` ([`check_cwnd_max`]). The message names the
 /// key. An undeclared constant that the declared ones leave out of order
 /// takes the nearest value in order (`mp_rto_min: 2000` alone makes
 /// `mp_rto_init` 2000).
@@ -110,5 +131,9 @@ pub fn mp_local_values(map: &Map<String, Value>) -> Result<BTreeMap<&'static str
             }
         }
     }
+    check_cwnd_max(
+        values["mp_cwnd_max"],
+        map.get("max_pmtu").and_then(Value::as_u64),
+    )?;
     Ok(values)
 }

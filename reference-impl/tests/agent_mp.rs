@@ -178,6 +178,7 @@ fn mp_attribute_rules_on_init_to_rtr() {
     assert_eq!(at["mp_trim_dscp"], 46);
     assert_eq!(at["mp_flow_label_entropy"], false);
     assert_eq!(at["mp_peer_resource_nak"], true, "MR-PICS-5");
+    assert_eq!(at["mp_max_staged_bytes"], 0, "MR-PICS-5: the limit given");
     assert_eq!(at["pmtu"], 1024);
     assert!(
         v.get("udp_src_port").is_none(),
@@ -286,6 +287,11 @@ fn implementation_chosen_sets_and_defaults() {
     );
     assert_eq!(at["mp_flow_label_entropy"], false);
     assert_eq!(at["mp_peer_ordered"], false, "SPEC §7.1 default");
+    assert_eq!(
+        at["mp_max_staged_bytes"],
+        16384 * 4096,
+        "AGENT.md §6.10: absent, the declared limit"
+    );
     // A size alone; null trimming DSCP means off; the peer honours O.
     let (_, _, q2) = qp_in_init(&mut a);
     ok(

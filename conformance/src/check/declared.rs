@@ -2,7 +2,7 @@
 //! SPEC §2 keys) declares that `metaroce check --profile` judges against,
 //! instead of learning it from the traffic.
 
-use crate::run::profile_keys::MP_LOCAL;
+use crate::run::profile_keys::{MP_LOCAL, check_cwnd_max};
 use metaroce_spec::judge::RdLimits;
 use metaroce_spec::model::mp::MpConfig;
 use metaroce_spec::model::responder::Features;
@@ -45,7 +45,7 @@ pub struct MpParams {
     pub rto_min_ns: Option<u64>,
     /// `mp_ack_prompt_max` (1–50 µs in the profile).
     pub ack_prompt_max_ns: Option<u64>,
-    /// `mp_cwnd_max` (1 PMTU–67108864 bytes).
+    /// `mp_cwnd_max` (the profile's `max_pmtu`–67108864 bytes).
     pub cwnd_max: Option<u64>,
 }
 
@@ -118,6 +118,9 @@ impl Declared {
             ack_prompt_max_ns: local("mp_ack_prompt_max")?.map(|us| us * 1_000),
             cwnd_max: local("mp_cwnd_max")?,
         };
+        if let Some(c) = mp_params.cwnd_max {
+            check_cwnd_max(c, max_pmtu.map(u64::from))?;
+        }
         let rd = |key: &str| -> Result<Option<u8>, String> {
             Ok(int(key, 1, 255, " (SPEC §2)")?.map(|n| n as u8))
         };

@@ -6,7 +6,9 @@
 use crate::vector::expr::Bindings;
 // The table has its home in the agent crate, which the reference transport
 // also uses to check the values `metaroce-ref serve --mp-timers` declares.
-pub use metaroce_agent::mp_local::{LocalConstant, MP_LOCAL, ORDERED, mp_local_values};
+pub use metaroce_agent::mp_local::{
+    LocalConstant, MP_LOCAL, ORDERED, check_cwnd_max, mp_local_values,
+};
 pub use metaroce_agent::profile::PROFILE_KEYS;
 use serde_json::{Map, Value};
 
@@ -104,6 +106,23 @@ mod tests {
             mp_local_values(&map).unwrap()["mp_retire_hold_max"],
             100_000
         );
+    }
+
+    #[test]
+    fn cwnd_max_at_least_max_pmtu() {
+        // SPEC §2 (v1.2): at least the profile's max_pmtu, 4096 when omitted.
+        let mut map = Map::new();
+        map.insert("mp_cwnd_max".into(), 2048.into());
+        let e = check_keys(&map).unwrap_err();
+        assert!(
+            e.contains("mp_cwnd_max (2048) is below max_pmtu (4096)"),
+            "{e}"
+        );
+        map.insert("max_pmtu".into(), 2048.into());
+        assert_eq!(check_keys(&map), Ok(()));
+        map.insert("max_pmtu".into(), 4096.into());
+        map.insert("mp_cwnd_max".into(), 4096.into());
+        assert_eq!(check_keys(&map), Ok(()));
     }
 
     #[test]

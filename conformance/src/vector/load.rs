@@ -416,6 +416,13 @@ pub fn check_vector(v: &Vector) -> Result<(), String> {
         if let Some(w) = window {
             check_num(w, &names, &format!("{at}.within_us"))?;
         }
+        if let Step::Expect(s) = step
+            && let Some(late) = &s.late
+        {
+            check_num(&late.after_us, &names, &format!("{at}.late.after_us"))?;
+            check_requirements(std::slice::from_ref(&late.requirement))
+                .map_err(|e| format!("{at}.late.{e}"))?;
+        }
         match step {
             Step::Send(s) => {
                 if let super::model::OpcodeRef::Name(name) = &s.opcode {

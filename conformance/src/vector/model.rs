@@ -498,6 +498,24 @@ pub struct ExpectStep {
     /// The requirement this expectation checks, if narrower than the vector's.
     #[serde(default)]
     pub requirement: Option<String>,
+    /// A tighter bound inside `within_us` that a weaker requirement sets
+    /// (SPEC MR-MPL-11: how late an MP timer should fire): a packet that
+    /// matches after `late.after_us` still passes the step, and the test,
+    /// once every other step has passed, is judged a failure of
+    /// `late.requirement` (PASS-NONSTRICT for a SHOULD).
+    #[serde(default)]
+    pub late: Option<LateBound>,
+}
+
+/// See [`ExpectStep::late`].
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LateBound {
+    /// From the same start as `within_us` (plus the same live margin): a
+    /// number or an expression.
+    pub after_us: Num,
+    /// The requirement a later match falls short of.
+    pub requirement: String,
 }
 
 fn default_window_us() -> Num {

@@ -143,7 +143,11 @@ fn mp_cwnd_max_bounds_the_bytes_in_flight() {
     assert_eq!(findings("cwnd-none", &frames, None), []);
     // 256 bytes: the fifth packet puts 4 × 64 + 64 in flight.
     assert_eq!(
-        findings("cwnd-256", &frames, Some("mp_cwnd_max: 256\n")),
+        findings(
+            "cwnd-256",
+            &frames,
+            Some("max_pmtu: 256\nmp_cwnd_max: 256\n")
+        ),
         [found(5, "MR-MPC-1"), found(6, "MR-MPC-1")]
     );
 }
@@ -169,6 +173,10 @@ fn a_number_out_of_range_is_bad_input_naming_the_key_and_range() {
         (
             "mp_cwnd_max: 100\n",
             "mp_cwnd_max: 100 is outside 256..=67108864 bytes",
+        ),
+        (
+            "mp_cwnd_max: 1024\n",
+            "mp_cwnd_max (1024) is below max_pmtu (4096)",
         ),
         ("max_rd_atomic: 0\n", "max_rd_atomic: 0 is outside 1..=255"),
     ] {

@@ -38,6 +38,23 @@ fn windows(file: &str, map: &Map<String, Value>) -> Vec<u64> {
         .collect()
 }
 
+/// The `late.after_us` bounds (µs) of a vector's `expect` steps.
+fn late(file: &str, map: &Map<String, Value>) -> Vec<u64> {
+    let v = load_vector(&vectors().join(file)).unwrap().vector;
+    let b = profile_keys::bindings(map).unwrap();
+    v.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Expect(e) => e.late.as_ref(),
+            _ => None,
+        })
+        .map(|l| match &l.after_us {
+            Num::Int(us) => *us,
+            Num::Expr(t) => expr::eval(t, &b).unwrap(),
+        })
+        .collect()
+}
+
 fn profile(pairs: &[(&str, u64)]) -> Map<String, Value> {
     pairs
         .iter()
@@ -47,15 +64,20 @@ fn profile(pairs: &[(&str, u64)]) -> Map<String, Value> {
 
 #[test]
 fn declared_timers_make_the_windows_larger() {
-    // The defaults give today's windows exactly (as strict as before).
+    // The windows follow the declared timers.
+    // Since 2026-12-02 (SPEC §7.7 timer accuracy) the windows after an
+    // expiry are its MUST bound (one timer) and the `late` bounds its SHOULD
+    // (an eighth of the timer, MR-MPL-11).
     let d = windows("mp/loss/rto_doubling.yaml", &Map::new());
-    assert_eq!(d, vec![2000, 1030, 1990, 40]);
+    assert_eq!(d, vec![2000, 2000, 1990, 2010]);
+    assert_eq!(late("mp/loss/rto_doubling.yaml", &Map::new()), [1155, 260]);
     let slow = profile(&[("mp_rto_init", 20_000), ("mp_rto_max", 30_000)]);
     // Twice the RTO, capped by mp_rto_max, less 10 µs.
     assert_eq!(
         windows("mp/loss/rto_doubling.yaml", &slow),
-        vec![2000, 20_030, 29_990, 40]
+        vec![2000, 40_000, 29_990, 30_010]
     );
+    assert_eq!(late("mp/loss/rto_doubling.yaml", &slow), [22_530, 3_760]);
     let v = load_vector(&vectors().join("mp/loss/rto_doubling.yaml"))
         .unwrap()
         .vector;
@@ -70,7 +92,7 @@ fn declared_timers_make_the_windows_larger() {
             "mp/path/probe_backoff.yaml",
             &profile(&[("mp_retire_hold", 5_000)])
         )[3..],
-        [5_200, 9_990, 30_000]
+        [5_625, 9_990, 30_000]
     );
 }
 

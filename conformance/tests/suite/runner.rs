@@ -396,3 +396,48 @@ fn an_unknown_udp_source_port_makes_its_tests_inconclusive() {
     assert_eq!(verdict_of(&untold, "t.plain").0, Verdict::Pass);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn late_bound_passes_the_step_and_fails_its_requirement() {
+    // Base local ACK timeout 14 (67 ms): the unanswered SEND is resent.
+    let body = |late: &str| {
+        format!(
+            "setup:\n  mrs: [{{name: src, length: 16, access: [local_write], content: \"aabb\"}}]\nsteps:\n  - post_send: {{wr_id: 1, opcode: send, sg: [{{mr: src, length: 2}}]}}\n  - expect: {{fields: {{opcode: RC_SEND_ONLY}}}}\n  - expect: {{within_us: 300000, late: {late}, fields: {{opcode: RC_SEND_ONLY}}}}\n"
+        )
+    };
+    let should = should_requirement();
+    let files = [
+        (
+            "on_time.yaml",
+            format!(
+                "id: on_time\nrequirements: [MR-TMR-2]\ntitle: t\nprofile: base\nrole: responder\n{}",
+                body(&format!("{{after_us: 300000, requirement: {should}}}"))
+            ),
+        ),
+        (
+            "late_should.yaml",
+            format!(
+                "id: late_should\nrequirements: [MR-TMR-2]\ntitle: t\nprofile: base\nrole: responder\n{}",
+                body(&format!("{{after_us: 1, requirement: {should}}}"))
+            ),
+        ),
+        (
+            "late_must.yaml",
+            format!(
+                "id: late_must\nrequirements: [MR-TMR-2]\ntitle: t\nprofile: base\nrole: responder\n{}",
+                body("{after_us: 1, requirement: MR-TMR-2}")
+            ),
+        ),
+    ];
+    let r = suite("late", &files, RunOptions::default());
+    assert_eq!(
+        verdict_of(&r, "on_time").0,
+        Verdict::Pass,
+        "{:?}",
+        verdict_of(&r, "on_time")
+    );
+    let (v, why) = verdict_of(&r, "late_should");
+    assert_eq!(v, Verdict::PassNonstrict, "{why}");
+    assert!(why.contains("arrived later than"), "{why}");
+    assert_eq!(verdict_of(&r, "late_must").0, Verdict::Fail);
+}

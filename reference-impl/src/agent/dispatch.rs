@@ -692,6 +692,15 @@ impl Agent {
                 ("mp_flow_label_entropy", json!(e.mp_flow_label)),
                 ("mp_peer_resource_nak", json!(mp.peer_resource_nak)),
                 ("mp_peer_ordered", json!(mp.peer_ordered)),
+                // The effective staging limit: the value given, else the
+                // declared one (AGENT.md §6.10).
+                (
+                    "mp_max_staged_bytes",
+                    json!(
+                        mp.max_staged_bytes
+                            .min(self.config.profile.mp_max_staged_bytes)
+                    ),
+                ),
             ] {
                 attrs.insert(k.into(), v);
             }

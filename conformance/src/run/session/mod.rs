@@ -113,6 +113,7 @@ pub fn run_test_with_context(
         step_anchors: BTreeMap::new(),
         quiet_end: None,
         gave_up: None,
+        late: None,
     };
     let outcome = match (t.run(), &t.gave_up) {
         (
@@ -124,6 +125,15 @@ pub fn run_test_with_context(
         ) => Err(Stop::Inconc(format!(
             "{why}; a later step could not be judged ({requirement}: {reason})"
         ))),
+        (outcome, _) => outcome,
+    };
+    // A match later than an `expect.late` bound, in a test that otherwise
+    // passed.
+    let outcome = match (outcome, t.late.take()) {
+        (Ok(()), Some((requirement, reason))) => Err(Stop::Fail {
+            requirement,
+            reason,
+        }),
         (outcome, _) => outcome,
     };
     let (verdict, reason, failed_requirement) = match outcome {
@@ -222,6 +232,10 @@ struct Test<'a> {
     /// frame did not cause): a later FAIL is INCONC, since the QP is in
     /// the error state for a reason the vector did not intend (D3).
     gave_up: Option<String>,
+    /// The first `expect` whose packet matched after its `late` bound: the
+    /// requirement it falls short of and why, judged once the test has
+    /// otherwise passed.
+    late: Option<(String, String)>,
 }
 
 fn agent_ok(reply: Value, what: &str) -> Result<Map<String, Value>, String> {

@@ -59,6 +59,15 @@ impl Test<'_> {
     pub(super) fn expect(&mut self, e: &ExpectStep) -> Result<(), Stop> {
         let within_us = self.window_us(&e.within_us)?;
         let deadline = self.deadline(within_us);
+        // MR-MPL-11 and the like: a match after this passes the step but
+        // fails the weaker requirement.
+        let late = match &e.late {
+            Some(l) => {
+                let us = self.window_us(&l.after_us)?;
+                Some((self.deadline(us), us, l.requirement.clone()))
+            }
+            None => None,
+        };
         let count = e.count.unwrap_or(1).max(1);
         for n in 0..count {
             let mut skipped = 0u32;
@@ -80,6 +89,20 @@ impl Test<'_> {
                 };
                 match check_fields(&view, &e.fields, self.ctx()) {
                     Ok(()) => {
+                        if let Some((bound, us, requirement)) = &late
+                            && o.at_ns > *bound
+                            && self.late.is_none()
+                        {
+                            self.late = Some((
+                                requirement.clone(),
+                                format!(
+                                    "{} arrived later than {} (step {})",
+                                    summary(&view),
+                                    self.window_text(*us),
+                                    self.step.unwrap_or(0)
+                                ),
+                            ));
+                        }
                         self.set_anchor(o.at_ns);
                         self.log(
                             Direction::Received,

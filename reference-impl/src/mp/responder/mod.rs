@@ -276,7 +276,11 @@ impl MpResponder {
         zoo!(cfg.mutant, MpReplaceAfterComplete => crate::zoo::place_again(env.mem, cfg.pd, pkt));
         match pkt.bth.opcode {
             Opcode::MP_READ_REQUEST => {
-                if let (Some(r), Some(msn)) = (pkt.ext.reth, msn) {
+                let Some(r) = pkt.ext.reth else { return };
+                if !place::follow_up_range_ok(cfg.pmtu, m.offset, r.dma_len, m.msg_len) {
+                    return; // MR-MPR-9, MR-MPR-12: dropped, not acknowledged
+                }
+                if let Some(msn) = msn {
                     self.reread(cfg, msn, m.offset, m.msg_len, r, echo, env);
                 }
             }

@@ -124,6 +124,9 @@ impl MpResponder {
             return bad;
         };
         let npkts = m.msg_len.div_ceil(p).max(1);
+        // A packet refused for lack of resources (MR-MPP-23) must leave no
+        // trace: the message state it creates is forgotten then.
+        let created = !self.msgs.contains_key(&msn);
         let msg = self.msgs.entry(msn).or_insert_with(|| Msg {
             opcode: op,
             len: m.msg_len,
@@ -179,7 +182,7 @@ impl MpResponder {
                 // MR-MPP-20: held, in the same staging budget as SEND
                 // packets (MR-MPP-5), or refused (MR-MPP-23).
                 if self.staged_bytes + u64::from(len) > self.max_staged {
-                    self.refuse_for_resources(t, idx);
+                    self.refuse_for_resources(t, idx, created.then_some(msn));
                     return Ok(());
                 }
                 self.staged_bytes += u64::from(len);
@@ -220,7 +223,7 @@ impl MpResponder {
                 }
                 return Ok(());
             } else if self.max_staged == 0 || self.staged_bytes + u64::from(len) > self.max_staged {
-                self.refuse_for_resources(t, idx);
+                self.refuse_for_resources(t, idx, created.then_some(msn));
                 return Ok(());
             } else {
                 // MR-MPP-5: staged, so it may be acknowledged.
@@ -295,8 +298,29 @@ impl MpResponder {
 
     /// MR-MPP-23, MR-MPP-24: a packet refused for lack of resources is
     /// neither placed, staged nor acknowledged; NAK 0x66 toward a peer that
-    /// announced RN, else dropped.
-    fn refuse_for_resources(&mut self, t: Trigger, idx: u64) {
+    /// announced RN, else dropped. It leaves the state as if it had not
+    /// arrived (SPEC v1.2 §7.16): `created`, the message it alone made
+    /// known, is forgotten, with the receive work request its arrival
+    /// determined for it (an ordered SEND held, MR-MPP-20) unless a later
+    /// message has taken one since.
+    fn refuse_for_resources(&mut self, t: Trigger, idx: u64, created: Option<u64>) {
+        if let Some(msn) = created
+            && self
+                .msgs
+                .get(&msn)
+                .is_some_and(|m| m.placed_count == 0 && m.staged.is_empty())
+        {
+            let wr_taken = self.msgs.get(&msn).is_some_and(|m| m.wr.is_some());
+            if !wr_taken || self.assign_msn == msn + 1 {
+                if let Some(wr) = self.msgs.remove(&msn).and_then(|m| m.wr) {
+                    self.rq.push_front(wr);
+                }
+                if self.assign_msn > msn {
+                    self.assign_msn = msn;
+                    self.blocked = None;
+                }
+            }
+        }
         if self.peer_rn {
             self.push_ack(Trigger {
                 syndrome: NAK_RESOURCE,
@@ -469,7 +493,8 @@ impl MpResponder {
         }
     }
 
-    /// MR-MPR-9: a re-request (or retransmission) of a kept READ.
+    /// MR-MPR-9: a re-request (or retransmission) of a kept READ, whose
+    /// range [`follow_up_range_ok`] has accepted.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reread(
         &mut self,
@@ -489,16 +514,6 @@ impl MpResponder {
             return;
         };
         let first = k.first;
-        let end = u64::from(offset) + u64::from(r.dma_len);
-        // MR-MPR-9 (SPEC v1.2 §7.9): a range that neither is a multiple of
-        // PMTU nor ends the read matches no kept READ.
-        if !offset.is_multiple_of(cfg.pmtu)
-            || (!r.dma_len.is_multiple_of(cfg.pmtu) && end != u64::from(read_len))
-            || end > u64::from(read_len)
-            || (offset >= read_len && read_len != 0)
-        {
-            return;
-        }
         let data = if r.dma_len == 0 {
             Ok(Vec::new())
         } else {
@@ -602,4 +617,18 @@ fn place_send(
                 .scatter(cfg.pd, &wr.sg_list, u64::from(offset), data)
         })
         .map_err(|_| NAK_OPERATIONAL)
+}
+
+/// MR-MPR-9, MR-MPR-12 (SPEC v1.2 §7.9): the range a READ follow-up asks for
+/// starts at a multiple of PMTU inside the read and is a nonzero multiple of
+/// PMTU long unless it ends the read (a zero-length READ's only range is its
+/// empty first request). A follow-up asking for another range matches no
+/// kept READ: it is dropped, not answered and not acknowledged.
+pub(super) fn follow_up_range_ok(pmtu: u32, offset: u32, dma_len: u32, read_len: u32) -> bool {
+    let end = u64::from(offset) + u64::from(dma_len);
+    offset.is_multiple_of(pmtu)
+        && (dma_len.is_multiple_of(pmtu) || end == u64::from(read_len))
+        && end <= u64::from(read_len)
+        && (offset < read_len || read_len == 0)
+        && (dma_len > 0 || read_len == 0)
 }

@@ -304,6 +304,10 @@ impl MpResponder {
                         && (reth.dma_len.is_multiple_of(pmtu)
                             || u64::from(m.offset) + u64::from(reth.dma_len) == u64::from(len))
                         && u64::from(m.offset) + u64::from(reth.dma_len) <= u64::from(len)
+                        // MR-MPR-9 (SPEC v1.2, AMBIGUITIES 50): a nonzero
+                        // multiple of PMTU; only a zero-length READ asks
+                        // for nothing.
+                        && (reth.dma_len > 0 || len == 0)
                         && first_psn.add(m.offset / pmtu) == p.bth.psn =>
                     {
                         Some(first_psn)

@@ -232,6 +232,10 @@ impl MpResponder {
             // A new PSN of a message already completed: never placed again.
             return Outcomes::none().require(&["MR-MPP-8"], Effect::Drop { counter: None });
         };
+        // A packet refused for lack of resources leaves the state as if it
+        // had not arrived (MR-MPP-23): the message it alone made known is
+        // forgotten then.
+        let created = !self.messages.contains_key(&index);
         if !self.record_message(index, p, m) {
             return self.fatal(&["MR-MPP-3"], Syndrome::NAK_INVALID_REQUEST, t);
         }
@@ -267,7 +271,7 @@ impl MpResponder {
                     return self.refuse_rnr(index, t, now);
                 }
                 if let Some(refused) = self.stage_ordered(index, pkt, p, t) {
-                    return refused;
+                    return self.forget_refused(created, index, refused);
                 }
             } else if let Some((ri, base)) = region
                 && !p.payload.is_empty()
@@ -304,7 +308,7 @@ impl MpResponder {
                 RecvLookup::Missing => return self.refuse_rnr(index, t, now),
                 _ if hold => {
                     if let Some(refused) = self.stage_ordered(index, pkt, p, t) {
-                        return refused;
+                        return self.forget_refused(created, index, refused);
                     }
                 }
                 RecvLookup::Undetermined => {
@@ -318,11 +322,13 @@ impl MpResponder {
                         let ack = self.ack_spec(t);
                         let out =
                             Outcomes::none().allow(&["MR-MPP-4", "MR-MPP-5"], Effect::Send(ack));
-                        if self.cfg.resource_nak == Some(true) {
+                        let out = if self.cfg.resource_nak == Some(true) {
                             let nak = self.nak_spec(Syndrome::NAK_RESOURCE, t);
-                            return out.allow(&["MR-MPP-23", "MR-MPP-24"], Effect::Send(nak));
-                        }
-                        return out;
+                            out.allow(&["MR-MPP-23", "MR-MPP-24"], Effect::Send(nak))
+                        } else {
+                            out
+                        };
+                        return self.forget_refused(created, index, out);
                     }
                     self.staged_bytes += len;
                     if let Some(msg) = self.messages.get_mut(&index) {
@@ -390,6 +396,22 @@ impl MpResponder {
             msg.staged.insert(pkt, p.payload.to_vec());
         }
         None
+    }
+
+    /// MR-MPP-23 (SPEC v1.2 §7.16): a packet refused for lack of resources
+    /// leaves the state as if it had not arrived, so the message state it
+    /// `created` (nothing of it placed or staged) is removed: its opcode
+    /// does not determine the receive work request of a later message.
+    fn forget_refused(&mut self, created: bool, index: u64, out: Outcomes) -> Outcomes {
+        if created
+            && self
+                .messages
+                .get(&index)
+                .is_some_and(|x| x.placed.is_empty() && x.staged.is_empty())
+        {
+            self.messages.remove(&index);
+        }
+        out
     }
 
     /// MR-MPP-4: SEND data goes at MPETH offset within the receive buffer.

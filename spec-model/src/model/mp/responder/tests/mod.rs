@@ -520,6 +520,21 @@ fn read_in_parts_mr_mph_12_mr_mpr_11_mr_mpr_12() {
         "MR-MPH-2"
     );
     assert_eq!(resp[1].mpeth.last, Field::Exact(true));
+    // A further part of DMA length 0 inside the read asks for no nonzero
+    // multiple of PMTU: it matches no kept READ and is dropped (MR-MPR-9).
+    let empty = read(102, 0, 512, 1000, VA, RKEY, 0).ext(|e| {
+        if let Some(m) = &mut e.mpeth {
+            m.first = false;
+            m.retransmission = false;
+        }
+    });
+    let (_, o) = step(&r, empty, 1);
+    assert_eq!(
+        o.required[0].value,
+        Effect::Drop { counter: None },
+        "MR-MPR-9: a zero-length follow-up"
+    );
+    assert!(required_sends(&o).is_empty(), "MR-MPR-12: not acknowledged");
     // A first part that is not a multiple of PMTU is still invalid.
     let bad = read(100, 0, 0, 1000, VA, RKEY, 500);
     let (_, o) = step(&responder(), bad, 0);

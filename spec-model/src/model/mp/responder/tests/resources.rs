@@ -116,3 +116,20 @@ fn resource_nak_only_toward_rn_mr_mpp_23() {
     assert!(nak_sends(Some(false)).is_empty(), "MR-MPP-23");
     assert!(nak_sends(None).is_empty(), "MR-MPP-23");
 }
+
+#[test]
+fn refused_packet_leaves_no_state_mr_mpp_23() {
+    // MSN 1 (a SEND) arrives while MSN 0 is unknown, with no staging: refused.
+    let r = responder();
+    let (r, _) = step(&r, req(Opcode::MP_SEND, 101, 1, 0, 3, &[3; 3]), 0);
+    assert!(
+        r.messages.is_empty(),
+        "MR-MPP-23: the refused packet's message is forgotten"
+    );
+    // The same responder had the packet been lost on the wire.
+    let lost = responder();
+    assert_eq!(
+        r.messages, lost.messages,
+        "MR-MPP-23: as if it had not arrived"
+    );
+}
