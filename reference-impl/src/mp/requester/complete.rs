@@ -38,7 +38,11 @@ impl MpRequester {
     /// (MR-MPF-7) and skipping (MR-MPS-5). Returns the sample.
     fn echo(&mut self, s: &SackethRepr, now: u64) -> u64 {
         let r = sample_from_echo(now, s.echoed_timestamp);
-        self.rtt.sample(r);
+        // MR-MPT-10: a NAK 0x65 whose echoed timestamp is 0 (the MPETH was
+        // cut) gives no sample.
+        if !(s.syndrome.0 == 0x65 && s.echoed_timestamp == 0) {
+            self.rtt.sample(r);
+        }
         let v = s.echoed_entropy;
         if self.probes.answered(v, s.echoed_timestamp) {
             self.entropy.restore(v);

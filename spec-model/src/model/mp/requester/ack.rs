@@ -68,7 +68,12 @@ impl MpRequester {
         }
         // RTT sample (MR-MPL-1) and queuing delay (MR-MPC-9).
         let r = u64::from((now as u32).wrapping_sub(s.echoed_timestamp));
-        self.rtt.sample(r);
+        // MR-MPT-10: no sample from a NAK 0x65 whose MPETH was cut
+        // (echoed timestamp 0).
+        let no_sample = s.syndrome.0 == 0x65 && s.echoed_timestamp == 0;
+        if !no_sample {
+            self.rtt.sample(r);
+        }
         let srtt = self.rtt.srtt_or(&self.cfg);
         if self
             .entropy
@@ -182,7 +187,11 @@ impl MpRequester {
             self.last_ack_time = now;
         }
         if newly_bytes > 0 || newly_psns > 0 {
-            let q = r.saturating_sub(self.rtt.base_rtt(&self.cfg));
+            let q = if no_sample {
+                0
+            } else {
+                r.saturating_sub(self.rtt.base_rtt(&self.cfg))
+            };
             self.cc
                 .signal(&self.cfg, now, srtt, newly_bytes, s.ecn_ce, q); // MR-MPC-2
         }

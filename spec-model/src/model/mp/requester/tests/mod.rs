@@ -378,6 +378,21 @@ fn trim_nak_retransmits_without_retiring_mr_mpt_6_mr_mpt_7() {
 }
 
 #[test]
+fn trim_nak_with_timestamp_0_gives_no_sample_mr_mpt_10() {
+    let (r, evs) = sent_write(2);
+    let nak = |ts: u32| {
+        let mut s = sack(0xFF_FFFF, 1, 0, evs[1], ts);
+        s.syndrome = Syndrome::NAK_TRIMMED;
+        s.trimmed = true;
+        s
+    };
+    let (cut, _) = ack_at(&r, 0xFF_FFFF, nak(0), 5_000_000);
+    assert_eq!(cut.rtt.srtt, None, "MR-MPT-10: echoed timestamp 0");
+    let (kept, _) = ack_at(&r, 0xFF_FFFF, nak(1), 5_000_000);
+    assert!(kept.rtt.srtt.is_some(), "a NAK 0x65 with MPETH is a sample");
+}
+
+#[test]
 fn read_rerequest_nonzero_offset_mr_mpr_6_mr_mpr_7_mr_mpr_8() {
     let r = MpRequester::new(cfg(), 0x22, psn(10));
     let (r, _) = r.post_send(SendWr {
