@@ -448,9 +448,10 @@ impl MpResponder {
                 let Some(wr) = &m.wr else { return Ok(()) };
                 let mut inv = None;
                 if let Some(rkey) = m.ieth {
-                    // MR-MPP-9: invalidation at completion.
+                    // MR-MPP-9: invalidation at completion; MR-MPP-15: its
+                    // failure's NAK names the message's last PSN.
                     if env.mem.invalidate(cfg.pd, rkey).is_err() {
-                        return Err((NAK_INVALID, m.first));
+                        return Err((NAK_INVALID, m.first + u64::from(m.npkts) - 1));
                     }
                     inv = Some(rkey);
                 }
