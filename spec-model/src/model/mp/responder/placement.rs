@@ -255,17 +255,19 @@ impl MpResponder {
                     }
                 }
             }
+            // MR-MPP-17: a WRITE with Immediate whose receive is known
+            // missing is refused before any byte is placed; packets placed
+            // earlier stay placed and acknowledged.
+            if self
+                .messages
+                .get(&index)
+                .is_some_and(|x| x.consumes_receive())
+                && let RecvLookup::Missing = self.recv_lookup(index)
+            {
+                return self.refuse_rnr(index, t, now);
+            }
             if hold {
-                // MR-MPP-20: staged, or refused when staging is full; a
-                // WRITE with Immediate without a receive is refused first.
-                if self
-                    .messages
-                    .get(&index)
-                    .is_some_and(|x| x.consumes_receive())
-                    && let RecvLookup::Missing = self.recv_lookup(index)
-                {
-                    return self.refuse_rnr(index, t, now);
-                }
+                // MR-MPP-20: staged, or refused when staging is full.
                 if let Some(refused) = self.stage_ordered(index, pkt, p, t) {
                     return refused;
                 }
@@ -283,16 +285,6 @@ impl MpResponder {
                         bytes: p.payload.to_vec(),
                     },
                 );
-            }
-            if self
-                .messages
-                .get(&index)
-                .is_some_and(|x| x.consumes_receive())
-            {
-                // WRITE with Immediate needs its receive too (MR-MPP-17).
-                if let RecvLookup::Missing = self.recv_lookup(index) {
-                    return self.refuse_rnr(index, t, now);
-                }
             }
             if let Some(msg) = self.messages.get_mut(&index)
                 && !hold
@@ -346,7 +338,8 @@ impl MpResponder {
                 }
             }
         }
-        self.rnr = None;
+        let completed = self.completed;
+        self.rnr.retain(|&i, _| i >= completed);
         let mark = self.received.mark(p.bth.psn, 1);
         let why = AckReasons {
             ack_req: p.bth.ack_req,
@@ -435,16 +428,16 @@ impl MpResponder {
     fn refuse_rnr(&mut self, index: u64, t: &Trigger, now: u64) -> Outcomes {
         let spec = self.rnr_spec(t);
         let out = Outcomes::none();
-        match self.rnr {
-            Some((i, last)) if i == index => {
+        match self.rnr.get(&index) {
+            Some(&last) => {
                 if now.saturating_sub(last) >= self.cfg.rnr_period_ns() {
                     out.allow(&["MR-MPP-17"], Effect::Send(spec))
                 } else {
                     out
                 }
             }
-            _ => {
-                self.rnr = Some((index, now));
+            None => {
+                self.rnr.insert(index, now);
                 self.counters.rnr_naks_sent += 1;
                 out.require(&["MR-MPP-17"], Effect::Send(spec))
             }
