@@ -250,8 +250,14 @@ impl MpRequester {
         if u.state == UnitState::Sacked {
             return;
         }
-        acked.seqs.push(u.tx_seq);
-        acked.bytes += u.bytes;
+        // MR-MPL-8, MR-MPF-11: an MP ACK of an atomic resent while it
+        // awaits its Atomic Acknowledge reports a PSN acknowledged before:
+        // no acknowledgement of new PSNs (the resends keep counting as RTO
+        // expiries) and no signal for rule (a) or cwnd.
+        if !(u.atomic && u.psn_acked) {
+            acked.seqs.push(u.tx_seq);
+            acked.bytes += u.bytes;
+        }
         if u.atomic {
             if u.state == UnitState::InFlight {
                 self.in_flight = self.in_flight.saturating_sub(u.bytes);
@@ -303,6 +309,9 @@ impl MpRequester {
             return self.fail_at(cfg, env, Some(idx), WcStatus::LocProtErr);
         }
         self.sq[i].done = true;
+        // The atomic is answered: the expiries of its resends no longer
+        // follow one another (MR-MPL-8).
+        self.progressed(cfg);
         if let Some(u) = self.unit_acked(idx)
             && u.state != UnitState::Sacked
         {

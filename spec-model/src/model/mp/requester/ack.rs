@@ -157,9 +157,14 @@ impl MpRequester {
             });
             if acked && !seg.acked {
                 let (len, npsn, seq) = (seg.len, seg.npsn, seg.tx_seq);
+                let again = seg.psn_acked;
                 if let Some(seg) = self.segs.get_mut(&idx) {
                     seg.acked = true;
                     seg.lost = None;
+                }
+                if again {
+                    // A resent atomic's PSN, acknowledged before (MR-MPL-8).
+                    continue;
                 }
                 newly_bytes += u64::from(len);
                 newly_psns += u64::from(npsn);
@@ -177,6 +182,12 @@ impl MpRequester {
                 && let Some(wr) = self.segs.get(&idx).map(|x| x.wr)
                 && let Some(w) = self.wrs.get_mut(&wr)
             {
+                if w.atomic_done.is_none() {
+                    // Answered: its resends' expiries no longer follow one
+                    // another (MR-MPL-8).
+                    self.rtt.backoff = 0;
+                    self.retries = 0;
+                }
                 w.atomic_done = Some(orig);
             }
         }
