@@ -79,7 +79,7 @@ impl MpRequester {
         }
         let now = env.now;
         let cum = self.index(pkt.bth.psn).map_or(self.cum_next, |c| c + 1);
-        if cum > self.sent_end {
+        if cum > self.sent_end || self.names_unsent(&s) {
             return; // MR-MPA-10
         }
         let r = self.echo(&s, now);
@@ -195,6 +195,18 @@ impl MpRequester {
                 self.fail_at(cfg, env, base, status);
             }
         }
+    }
+
+    /// MR-MPA-10: the bitmap reports as received a PSN later than the last
+    /// one sent, the PSNs reserved by a READ request counting as sent
+    /// (`sent_end` covers them). Bit 63 − i is PSN SACK base + i.
+    fn names_unsent(&self, s: &SackethRepr) -> bool {
+        if s.sack_bitmap == 0 {
+            return false;
+        }
+        let latest = 63 - s.sack_bitmap.trailing_zeros();
+        self.index(s.sack_base_psn.add(latest))
+            .is_some_and(|i| i >= self.sent_end)
     }
 
     /// MR-MPA-10: every PSN whose bitmap bit is 1. Walks the units that

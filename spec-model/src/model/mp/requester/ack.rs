@@ -63,7 +63,13 @@ impl MpRequester {
         } else {
             cum
         };
-        if cum > last_sent || cum == i64::MIN {
+        // MR-MPA-10: nor a bitmap reporting a PSN later than the last sent
+        // (a READ's reserved PSNs count as sent: `last_sent_idx` covers them).
+        let unsent_bit = s.sack_bitmap != 0
+            && self
+                .idx_of(s.sack_base_psn.add(63 - s.sack_bitmap.trailing_zeros()))
+                .is_some_and(|i| i as i64 > last_sent);
+        if cum > last_sent || cum == i64::MIN || unsent_bit {
             return Outcomes::none().require(&["MR-MPA-10"], Effect::Drop { counter: None });
         }
         // RTT sample (MR-MPL-1) and queuing delay (MR-MPC-9).

@@ -583,6 +583,40 @@ fn completion_only_when_all_acked_mr_mpp_10() {
 }
 
 #[test]
+fn bitmap_naming_unsent_psn_dropped_mr_mpa_10() {
+    // PSNs 0 and 1 sent: a bitmap naming 0, 1 and 2 is ignored as a whole.
+    let (r, evs) = sent_write(2);
+    let (r2, o) = ack_at(&r, 0xFF_FFFF, sack(0xFF_FFFF, 0, 0xE << 60, evs[0], 0), 100);
+    assert_eq!(o.required[0].reqs, &["MR-MPA-10"]);
+    assert!(
+        r2.segs.values().all(|x| !x.acked),
+        "MR-MPA-10: nothing acked"
+    );
+    let (r2, _) = ack_at(&r, 0xFF_FFFF, sack(0xFF_FFFF, 0, 0xC << 60, evs[0], 0), 100);
+    assert!(r2.segs.values().all(|x| x.acked), "PSNs sent: accepted");
+    // A READ's reserved PSNs count as sent: a READ of 1024 bytes at PSN 0
+    // reserves 0–3, and a bitmap naming PSN 3 is accepted.
+    let r = MpRequester::new(cfg(), 0x22, psn(0));
+    let (r, _) = r.post_send(SendWr {
+        wr: 1,
+        op: WrOp::Read {
+            va: 0x5000,
+            rkey: 9,
+            len: 1024,
+        },
+        fence: false,
+        signaled: true,
+    });
+    let (r, _, ev) = send_next(&r, 0);
+    let (r2, o) = ack_at(&r, 0xFF_FFFF, sack(0xFF_FFFF, 3, 1 << 63, ev, 0), 100);
+    assert!(
+        !o.required.iter().any(|c| c.reqs == ["MR-MPA-10"]),
+        "MR-MPA-10: reserved PSNs count as sent"
+    );
+    assert!(r2.segs.values().all(|x| x.acked));
+}
+
+#[test]
 fn ack_drops_mr_mpa_10_mr_mpp_19_mr_mpl_9() {
     let (r, _) = sent_write(2);
     let (_, o) = ack_at(&r, 5, sack(5, 6, 0, 0xC000, 0), 100);
