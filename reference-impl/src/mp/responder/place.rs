@@ -468,6 +468,10 @@ impl MpResponder {
                     // MR-MPP-9: invalidation at completion; MR-MPP-15: its
                     // failure's NAK names the message's last PSN.
                     if env.mem.invalidate(cfg.pd, rkey).is_err() {
+                        // MR-RSP-10: the receive completes REM_INV_REQ_ERR.
+                        let mut e = wc(wr.wr_id, WcOpcode::Recv, m.imm, None);
+                        e.status = WcStatus::RemInvReqErr;
+                        cfg.complete_recv(env, e);
                         return Err((NAK_INVALID, m.first + u64::from(m.npkts) - 1));
                     }
                     inv = Some(rkey);
