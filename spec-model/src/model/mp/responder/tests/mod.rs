@@ -663,6 +663,37 @@ fn rnr_when_no_receive_posted_mr_mpp_17() {
 }
 
 #[test]
+fn rnr_period_per_message_mr_mpp_17() {
+    let r = responder().with_recv_queue(RecvQueue::Known(vec![]));
+    let (r, o) = step(&r, req(Opcode::MP_SEND, 100, 0, 0, 4, &[1; 4]), 0);
+    assert_eq!(required_sends(&o).len(), 1, "MR-MPP-17: first refusal");
+    // A WRITE of a later message is accepted meanwhile: the refused
+    // message's RNR period still runs (at most one NAK per period for it).
+    let (r, _) = step(&r, write(101, 1, 0, 4, VA, RKEY, &[2; 4]), 10);
+    let (r, o) = step(&r, req(Opcode::MP_SEND, 100, 0, 0, 4, &[1; 4]), 20);
+    assert!(
+        required_sends(&o).is_empty(),
+        "MR-MPP-17: no NAK required inside the period"
+    );
+    // A WRITE with Immediate whose receive is known missing: refused before
+    // any byte is placed, with its own first RNR NAK.
+    let before = r.memory.clone();
+    let imm = req(Opcode::MP_WRITE_IMM, 102, 2, 0, 4, &[3; 4]).ext(|e| {
+        e.reth = Some(metaroce_codec::ext::RethRepr {
+            va: VA,
+            rkey: RKEY,
+            dma_len: 4,
+        });
+        e.immdt = Some(metaroce_codec::ext::ImmDtRepr { value: 7 });
+    });
+    let (r2, o) = step(&r, imm, 30);
+    let a = required_sends(&o);
+    assert_eq!(a.len(), 1, "MR-MPP-17: the message's first refusal");
+    assert_eq!(a[0].syndrome, Some(SyndromeSpec::RnrNak { timer: 12 }));
+    assert_eq!(r2.memory, before, "MR-MPP-17: nothing placed");
+}
+
+#[test]
 fn psn_and_msn_wrap_mr_psn_5() {
     let mut r = MpResponder::new(cfg(), 0x22, Psn::new(0xFF_FFFF))
         .with_region(MemoryRegion::unknown(RKEY, VA, 4096, Access::ALL));
