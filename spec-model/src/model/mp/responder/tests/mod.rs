@@ -694,6 +694,38 @@ fn rnr_period_per_message_mr_mpp_17() {
 }
 
 #[test]
+fn failed_invalidation_nak_names_last_psn_mr_mpp_15() {
+    let inv = |psn: u32, off: u32, data: &[u8]| {
+        req(Opcode::MP_SEND_INV, psn, 0, off, 300, data)
+            .ext(|e| e.ieth = Some(metaroce_codec::ext::IethRepr { rkey: 0xBAD }))
+    };
+    let r = responder();
+    let (r, _) = step(&r, inv(100, 0, &[1; 256]), 0);
+    let (_, o) = step(&r, inv(101, 256, &[2; 44]), 1);
+    // No region has the key: the receive completes SUCCESS or
+    // REM_INV_REQ_ERR (MR-RSP-10), and a NAK 0x61 may name PSN 101.
+    let c = o
+        .required
+        .iter()
+        .find_map(|c| match &c.value {
+            Effect::Complete(c) => Some(c.status.clone()),
+            _ => None,
+        })
+        .expect("MR-MPP-9: the receive completes");
+    assert!(c.allows(&WcStatus::RemInvReqErr) && c.allows(&WcStatus::Success));
+    let naks: Vec<_> = optional_sends(&o)
+        .into_iter()
+        .filter(|s| s.syndrome == Some(SyndromeSpec::Exact(Syndrome::NAK_INVALID_REQUEST)))
+        .collect();
+    assert_eq!(naks.len(), 1, "MR-MPP-15");
+    assert_eq!(
+        naks[0].sacketh.sack_base_psn,
+        Field::Exact(psn(101)),
+        "MR-MPP-15: last PSN"
+    );
+}
+
+#[test]
 fn psn_and_msn_wrap_mr_psn_5() {
     let mut r = MpResponder::new(cfg(), 0x22, Psn::new(0xFF_FFFF))
         .with_region(MemoryRegion::unknown(RKEY, VA, 4096, Access::ALL));
