@@ -38,7 +38,11 @@ impl MpRequester {
     /// (MR-MPF-7) and skipping (MR-MPS-5). Returns the sample.
     fn echo(&mut self, s: &SackethRepr, now: u64) -> u64 {
         let r = sample_from_echo(now, s.echoed_timestamp);
-        self.rtt.sample(r);
+        // MR-MPT-10: a NAK 0x65 whose echoed timestamp is 0 (the MPETH was
+        // cut) gives no sample.
+        if !(s.syndrome.0 == 0x65 && s.echoed_timestamp == 0) {
+            self.rtt.sample(r);
+        }
         let v = s.echoed_entropy;
         if self.probes.answered(v, s.echoed_timestamp) {
             self.entropy.restore(v);
@@ -75,7 +79,7 @@ impl MpRequester {
         }
         let now = env.now;
         let cum = self.index(pkt.bth.psn).map_or(self.cum_next, |c| c + 1);
-        if cum > self.sent_end {
+        if cum > self.sent_end || self.names_unsent(&s) {
             return; // MR-MPA-10
         }
         let r = self.echo(&s, now);
@@ -193,6 +197,18 @@ impl MpRequester {
         }
     }
 
+    /// MR-MPA-10: the bitmap reports as received a PSN later than the last
+    /// one sent, the PSNs reserved by a READ request counting as sent
+    /// (`sent_end` covers them). Bit 63 − i is PSN SACK base + i.
+    fn names_unsent(&self, s: &SackethRepr) -> bool {
+        if s.sack_bitmap == 0 {
+            return false;
+        }
+        let latest = 63 - s.sack_bitmap.trailing_zeros();
+        self.index(s.sack_base_psn.add(latest))
+            .is_some_and(|i| i >= self.sent_end)
+    }
+
     /// MR-MPA-10: every PSN whose bitmap bit is 1. Walks the units that
     /// overlap the bitmap's 64 PSNs (in PSN order) rather than looking up
     /// each of the 64 PSNs.
@@ -246,8 +262,14 @@ impl MpRequester {
         if u.state == UnitState::Sacked {
             return;
         }
-        acked.seqs.push(u.tx_seq);
-        acked.bytes += u.bytes;
+        // MR-MPL-8, MR-MPF-11: an MP ACK of an atomic resent while it
+        // awaits its Atomic Acknowledge reports a PSN acknowledged before:
+        // no acknowledgement of new PSNs (the resends keep counting as RTO
+        // expiries) and no signal for rule (a) or cwnd.
+        if !(u.atomic && u.psn_acked) {
+            acked.seqs.push(u.tx_seq);
+            acked.bytes += u.bytes;
+        }
         if u.atomic {
             if u.state == UnitState::InFlight {
                 self.in_flight = self.in_flight.saturating_sub(u.bytes);
@@ -299,6 +321,9 @@ impl MpRequester {
             return self.fail_at(cfg, env, Some(idx), WcStatus::LocProtErr);
         }
         self.sq[i].done = true;
+        // The atomic is answered: the expiries of its resends no longer
+        // follow one another (MR-MPL-8).
+        self.progressed(cfg);
         if let Some(u) = self.unit_acked(idx)
             && u.state != UnitState::Sacked
         {

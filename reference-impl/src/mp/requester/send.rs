@@ -24,13 +24,14 @@ impl MpRequester {
         if let Some(v) = self.probe_now.pop_front() {
             return Some(self.probe(path, v, env.now));
         }
-        if self.rnr_until.is_some() {
-            return None; // MR-MPP-18
-        }
+        // MR-MPP-18: during an RNR wait no new message (nor the refused
+        // one) leaves; retransmissions and READ re-requests of other
+        // messages continue.
+        let refused = self.rnr_until.and(self.rnr_msn);
         // `in_flight` is kept up to date where units change; the O(units)
         // sum is only a check in debug builds.
         debug_assert_eq!(self.in_flight, self.flight(), "in_flight drifted");
-        let retx = self.retransmit(cfg, path, env);
+        let retx = self.retransmit(cfg, path, env, refused);
         if let Some(Some(frame)) = retx {
             return Some(frame);
         }
@@ -42,8 +43,8 @@ impl MpRequester {
         if let Some(frame) = self.rerequest(path, env) {
             return Some(frame);
         }
-        if retx.is_some() {
-            return None; // retransmissions first
+        if retx.is_some() || self.rnr_until.is_some() {
+            return None; // retransmissions first; MR-MPP-18
         }
         // Further parts of READs already executing come before new
         // messages (MR-MPR-11).
@@ -67,15 +68,21 @@ impl MpRequester {
         path.build(out)
     }
 
-    /// The lowest lost PSN, if cwnd allows (MR-MPL-3, MR-MPL-5, MR-MPT-6).
+    /// The lowest lost PSN, if cwnd allows (MR-MPL-3, MR-MPL-5, MR-MPT-6),
+    /// other than those of message `skip` (waiting out an RNR NAK).
     /// `Some(None)` means "stop here" (a local error or cwnd full).
     fn retransmit(
         &mut self,
         cfg: &QpConfig,
         mut path: Path,
         env: &mut Env<'_>,
+        skip: Option<u64>,
     ) -> Option<Option<Vec<u8>>> {
-        while let Some(&key) = self.retx.first() {
+        while let Some(&key) = self
+            .retx
+            .iter()
+            .find(|&&k| skip.is_none_or(|m| self.units.get(k).is_none_or(|u| u.msn != m)))
+        {
             let Some(u) = self.units.get(key).copied() else {
                 self.retx.remove(&key);
                 continue;

@@ -108,7 +108,9 @@ pub(crate) struct MpResponder {
     pub(super) uncovered_since: u64,
     pub(super) last: Option<Trigger>,
     pub(super) entropy: EntropySet,
-    pub(super) rnr_last: Option<u64>,
+    /// The message (MSN) and time of the latest RNR NAK: at most one per
+    /// RNR timer period per message (MR-MPP-17).
+    pub(super) rnr_last: Option<(u64, u64)>,
     /// SEND payload bytes staged, and the limit (`mp_max_staged_bytes`).
     pub(super) staged_bytes: u64,
     pub(super) max_staged: u64,

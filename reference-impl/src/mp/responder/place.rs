@@ -157,6 +157,16 @@ impl MpResponder {
         msg.ordered |= m.ordered;
         let ordered = msg.ordered;
         if is_write {
+            // MR-MPP-17: a WRITE with Immediate whose receive work request
+            // is known missing is refused from then on; packets placed
+            // before stay placed and acknowledged.
+            if op == Opcode::MP_WRITE_IMM {
+                self.assign(cfg, env)?;
+                if self.blocked == Some(msn) {
+                    self.refuse_rnr(cfg, env, msn, idx, t);
+                    return Ok(());
+                }
+            }
             // MR-MPP-2: key and the whole range before any byte.
             let r = pkt.ext.reth.unwrap_or(RethRepr {
                 va: 0,
@@ -206,21 +216,7 @@ impl MpResponder {
             if let Some(wr) = msg.wr.as_ref().filter(|_| !hold) {
                 place_send(cfg, env, wr, m.offset, pkt.payload).map_err(|s| (s, idx))?;
             } else if self.blocked == Some(msn) {
-                // MR-MPP-17: refused, neither placed nor acknowledged.
-                let wait = rnr_timer_ns(cfg.min_rnr_timer);
-                if self
-                    .rnr_last
-                    .is_none_or(|l| self.now.saturating_sub(l) >= wait)
-                {
-                    self.rnr_last = Some(self.now);
-                    env.counters.rnr_naks_sent += 1;
-                    self.push_ack(Trigger {
-                        syndrome: 0x20 | (cfg.min_rnr_timer & 0x1F),
-                        nak_base: Some(idx),
-                        idx: Some(idx),
-                        ..t
-                    });
-                }
+                self.refuse_rnr(cfg, env, msn, idx, t);
                 return Ok(());
             } else if self.max_staged == 0 || self.staged_bytes + u64::from(len) > self.max_staged {
                 self.refuse_for_resources(t, idx, created.then_some(msn));
@@ -294,6 +290,27 @@ impl MpResponder {
             self.release(cfg, env)?;
         }
         Ok(())
+    }
+
+    /// MR-MPP-17: a packet of message `msn`, whose receive work request is
+    /// known missing, is refused, neither placed nor acknowledged; the
+    /// first refused packet of the message gets an RNR NAK naming it, later
+    /// ones at most one per RNR timer period for that message.
+    fn refuse_rnr(&mut self, cfg: &QpConfig, env: &mut Env<'_>, msn: u64, idx: u64, t: Trigger) {
+        let wait = rnr_timer_ns(cfg.min_rnr_timer);
+        if self
+            .rnr_last
+            .is_none_or(|(m, l)| m != msn || self.now.saturating_sub(l) >= wait)
+        {
+            self.rnr_last = Some((msn, self.now));
+            env.counters.rnr_naks_sent += 1;
+            self.push_ack(Trigger {
+                syndrome: 0x20 | (cfg.min_rnr_timer & 0x1F),
+                nak_base: Some(idx),
+                idx: Some(idx),
+                ..t
+            });
+        }
     }
 
     /// MR-MPP-23, MR-MPP-24: a packet refused for lack of resources is
@@ -472,9 +489,14 @@ impl MpResponder {
                 let Some(wr) = &m.wr else { return Ok(()) };
                 let mut inv = None;
                 if let Some(rkey) = m.ieth {
-                    // MR-MPP-9: invalidation at completion.
+                    // MR-MPP-9: invalidation at completion; MR-MPP-15: its
+                    // failure's NAK names the message's last PSN.
                     if env.mem.invalidate(cfg.pd, rkey).is_err() {
-                        return Err((NAK_INVALID, m.first));
+                        // MR-RSP-10: the receive completes REM_INV_REQ_ERR.
+                        let mut e = wc(wr.wr_id, WcOpcode::Recv, m.imm, None);
+                        e.status = WcStatus::RemInvReqErr;
+                        cfg.complete_recv(env, e);
+                        return Err((NAK_INVALID, m.first + u64::from(m.npkts) - 1));
                     }
                     inv = Some(rkey);
                 }

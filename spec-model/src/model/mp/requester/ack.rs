@@ -63,12 +63,23 @@ impl MpRequester {
         } else {
             cum
         };
-        if cum > last_sent || cum == i64::MIN {
+        // MR-MPA-10: nor a bitmap reporting a PSN later than the last sent
+        // (a READ's reserved PSNs count as sent: `last_sent_idx` covers them).
+        let unsent_bit = s.sack_bitmap != 0
+            && self
+                .idx_of(s.sack_base_psn.add(63 - s.sack_bitmap.trailing_zeros()))
+                .is_some_and(|i| i as i64 > last_sent);
+        if cum > last_sent || cum == i64::MIN || unsent_bit {
             return Outcomes::none().require(&["MR-MPA-10"], Effect::Drop { counter: None });
         }
         // RTT sample (MR-MPL-1) and queuing delay (MR-MPC-9).
         let r = u64::from((now as u32).wrapping_sub(s.echoed_timestamp));
-        self.rtt.sample(r);
+        // MR-MPT-10: no sample from a NAK 0x65 whose MPETH was cut
+        // (echoed timestamp 0).
+        let no_sample = s.syndrome.0 == 0x65 && s.echoed_timestamp == 0;
+        if !no_sample {
+            self.rtt.sample(r);
+        }
         let srtt = self.rtt.srtt_or(&self.cfg);
         if self
             .entropy
@@ -152,9 +163,14 @@ impl MpRequester {
             });
             if acked && !seg.acked {
                 let (len, npsn, seq) = (seg.len, seg.npsn, seg.tx_seq);
+                let again = seg.psn_acked;
                 if let Some(seg) = self.segs.get_mut(&idx) {
                     seg.acked = true;
                     seg.lost = None;
+                }
+                if again {
+                    // A resent atomic's PSN, acknowledged before (MR-MPL-8).
+                    continue;
                 }
                 newly_bytes += u64::from(len);
                 newly_psns += u64::from(npsn);
@@ -172,6 +188,12 @@ impl MpRequester {
                 && let Some(wr) = self.segs.get(&idx).map(|x| x.wr)
                 && let Some(w) = self.wrs.get_mut(&wr)
             {
+                if w.atomic_done.is_none() {
+                    // Answered: its resends' expiries no longer follow one
+                    // another (MR-MPL-8).
+                    self.rtt.backoff = 0;
+                    self.retries = 0;
+                }
                 w.atomic_done = Some(orig);
             }
         }
@@ -182,7 +204,11 @@ impl MpRequester {
             self.last_ack_time = now;
         }
         if newly_bytes > 0 || newly_psns > 0 {
-            let q = r.saturating_sub(self.rtt.base_rtt(&self.cfg));
+            let q = if no_sample {
+                0
+            } else {
+                r.saturating_sub(self.rtt.base_rtt(&self.cfg))
+            };
             self.cc
                 .signal(&self.cfg, now, srtt, newly_bytes, s.ecn_ce, q); // MR-MPC-2
         }

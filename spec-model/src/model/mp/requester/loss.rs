@@ -86,9 +86,16 @@ impl MpRequester {
             .map(|&(i, _)| i)
             .collect();
         for i in &expired {
-            if let Some(s) = self.segs.get_mut(i) {
-                // An acknowledged atomic awaiting its Atomic Acknowledge is sent again.
+            if let Some(s) = self.segs.get_mut(i)
+                && s.acked
+            {
+                // An acknowledged atomic awaiting its Atomic Acknowledge is
+                // sent again (MR-MPP-14): it arrived, so nothing is retired
+                // or decreased (MR-MPF-11), but the expiry counts (MR-MPL-8).
                 s.acked = false;
+                s.psn_acked = true;
+                s.lost = Some(LossCause::Timeout);
+                continue;
             }
             self.deem_lost(*i, LossCause::Timeout, now);
         }

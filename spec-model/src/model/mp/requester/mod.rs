@@ -169,6 +169,10 @@ pub struct Seg {
     pub acked: bool,
     /// Deemed lost and not yet retransmitted.
     pub lost: Option<LossCause>,
+    /// An atomic whose PSN an MP ACK reported before it was resent to get
+    /// its Atomic Acknowledge (MR-MPP-14): acknowledging it again is no
+    /// acknowledgement of new PSNs (MR-MPL-8).
+    pub psn_acked: bool,
 }
 
 /// READ progress at the requester (§7.9).

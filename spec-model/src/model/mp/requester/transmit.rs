@@ -436,6 +436,7 @@ impl MpRequester {
                 entropy: ev,
                 acked: false,
                 lost: None,
+                psn_acked: false,
             },
         );
         let seq = self.tx_seq;

@@ -48,7 +48,7 @@ impl MpResponder {
         }
     }
 
-    fn sack_header(
+    pub(crate) fn sack_header(
         &self,
         opcode: Opcode,
         syndrome: SyndromeSpec,

@@ -131,9 +131,10 @@ pub struct MpResponder {
     pub last_trigger: Option<Trigger>,
     /// Bytes held in staging buffers.
     pub staged_bytes: u64,
-    /// Message index being refused for want of a receive, and the time of the
-    /// last RNR NAK sent for it (MR-MPP-17).
-    pub rnr: Option<(u64, u64)>,
+    /// Messages (by index) refused for want of a receive, and the time of
+    /// the last RNR NAK sent for each: at most one per RNR timer period per
+    /// message (MR-MPP-17).
+    pub rnr: BTreeMap<u64, u64>,
     /// The QP is in ERR.
     pub error: bool,
     /// Time of the latest event, in ns.
@@ -160,7 +161,7 @@ impl MpResponder {
             ack_debt: None,
             last_trigger: None,
             staged_bytes: 0,
-            rnr: None,
+            rnr: BTreeMap::new(),
             error: false,
             now: 0,
             counters: ResponderCounters::default(),

@@ -5,9 +5,9 @@ use super::ack::AckReasons;
 use super::{MpResponder, Trigger};
 use crate::model::mp::memory::{RecvQueue, RecvWr};
 use crate::model::mp::packets_for;
-use crate::model::{CompletionSpec, Effect, Field, Outcomes, WcStatus};
+use crate::model::{CompletionSpec, Effect, Field, Outcomes, SyndromeSpec, WcStatus};
 use metaroce_codec::ext::{AtomicEthRepr, MpethRepr, RethRepr, Syndrome};
-use metaroce_codec::{Msn, Opcode, RocePacket};
+use metaroce_codec::{Msn, Opcode, Psn, RocePacket};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What kind of operation a message is.
@@ -71,6 +71,9 @@ pub struct MsgState {
     pub ieth: Option<u32>,
     /// Packets (PSNs) the message takes.
     pub npkts: u32,
+    /// The message's last PSN (its first for a READ request or atomic
+    /// plus the PSNs it takes, minus one).
+    pub last_psn: Psn,
     /// Indexes (offset / PMTU) of packets placed.
     pub placed: BTreeSet<u32>,
     /// SEND payloads staged until the receive work request is known.
@@ -157,6 +160,10 @@ impl MpResponder {
                 imm: p.ext.immdt.map(|i| i.value),
                 ieth: p.ext.ieth.map(|i| i.rkey),
                 npkts,
+                last_psn: p
+                    .bth
+                    .psn
+                    .add((npkts.max(1) - 1).saturating_sub(m.offset / self.cfg.pmtu.max(1))),
                 placed: BTreeSet::new(),
                 staged: BTreeMap::new(),
                 recv: None,
@@ -259,17 +266,19 @@ impl MpResponder {
                     }
                 }
             }
+            // MR-MPP-17: a WRITE with Immediate whose receive is known
+            // missing is refused before any byte is placed; packets placed
+            // earlier stay placed and acknowledged.
+            if self
+                .messages
+                .get(&index)
+                .is_some_and(|x| x.consumes_receive())
+                && let RecvLookup::Missing = self.recv_lookup(index)
+            {
+                return self.refuse_rnr(index, t, now);
+            }
             if hold {
-                // MR-MPP-20: staged, or refused when staging is full; a
-                // WRITE with Immediate without a receive is refused first.
-                if self
-                    .messages
-                    .get(&index)
-                    .is_some_and(|x| x.consumes_receive())
-                    && let RecvLookup::Missing = self.recv_lookup(index)
-                {
-                    return self.refuse_rnr(index, t, now);
-                }
+                // MR-MPP-20: staged, or refused when staging is full.
                 if let Some(refused) = self.stage_ordered(index, pkt, p, t) {
                     return self.forget_refused(created, index, refused);
                 }
@@ -287,16 +296,6 @@ impl MpResponder {
                         bytes: p.payload.to_vec(),
                     },
                 );
-            }
-            if self
-                .messages
-                .get(&index)
-                .is_some_and(|x| x.consumes_receive())
-            {
-                // WRITE with Immediate needs its receive too (MR-MPP-17).
-                if let RecvLookup::Missing = self.recv_lookup(index) {
-                    return self.refuse_rnr(index, t, now);
-                }
             }
             if let Some(msg) = self.messages.get_mut(&index)
                 && !hold
@@ -352,7 +351,8 @@ impl MpResponder {
                 }
             }
         }
-        self.rnr = None;
+        let completed = self.completed;
+        self.rnr.retain(|&i, _| i >= completed);
         let mark = self.received.mark(p.bth.psn, 1);
         let why = AckReasons {
             ack_req: p.bth.ack_req,
@@ -457,16 +457,16 @@ impl MpResponder {
     fn refuse_rnr(&mut self, index: u64, t: &Trigger, now: u64) -> Outcomes {
         let spec = self.rnr_spec(t);
         let out = Outcomes::none();
-        match self.rnr {
-            Some((i, last)) if i == index => {
+        match self.rnr.get(&index) {
+            Some(&last) => {
                 if now.saturating_sub(last) >= self.cfg.rnr_period_ns() {
                     out.allow(&["MR-MPP-17"], Effect::Send(spec))
                 } else {
                     out
                 }
             }
-            _ => {
-                self.rnr = Some((index, now));
+            None => {
+                self.rnr.insert(index, now);
                 self.counters.rnr_naks_sent += 1;
                 out.require(&["MR-MPP-17"], Effect::Send(spec))
             }
@@ -581,9 +581,29 @@ impl MpResponder {
                     q.remove(0);
                 }
                 self.recv_consumed += 1;
+                // MR-MPP-9: invalidation at completion. A key naming no
+                // valid region cannot be invalidated: MR-RSP-10 allows a
+                // NAK 0x61 naming the message's last PSN (MR-MPP-15) with
+                // REM_INV_REQ_ERR and ERR, or a plain completion.
+                let mut status = Field::Exact(WcStatus::Success);
                 if let Some(ieth) = msg.ieth {
-                    for mr in self.memory.iter_mut().filter(|r| r.key == ieth) {
-                        mr.invalid = true;
+                    if self.memory.iter().any(|r| r.key == ieth && !r.invalid) {
+                        for mr in self.memory.iter_mut().filter(|r| r.key == ieth) {
+                            mr.invalid = true;
+                        }
+                    } else {
+                        status = Field::OneOf(vec![WcStatus::Success, WcStatus::RemInvReqErr]);
+                        if let Some(t) = self.last_trigger {
+                            let nak = self.sack_header(
+                                Opcode::MP_ACK,
+                                SyndromeSpec::Exact(Syndrome::NAK_INVALID_REQUEST),
+                                msg.last_psn,
+                                &t,
+                            );
+                            out = out
+                                .allow(&["MR-MPP-15"], Effect::Send(nak))
+                                .allow(&["MR-MPP-15"], Effect::EnterError);
+                        }
                     }
                 }
                 if let Some(wr) = wr {
@@ -591,7 +611,7 @@ impl MpResponder {
                         &["MR-MPP-6", "MR-MPP-9", "MR-EXT-4"],
                         Effect::Complete(CompletionSpec {
                             wr,
-                            status: Field::Exact(WcStatus::Success),
+                            status,
                             byte_len: if msg.kind == MsgKind::Send {
                                 Field::Exact(msg.msg_len)
                             } else {

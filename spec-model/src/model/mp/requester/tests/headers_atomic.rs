@@ -136,3 +136,39 @@ fn atomic_ack_first_completes_at_once_mr_mpp_14() {
     let (_, o) = r.on_timer(100 + 100 * r.rtt.rto(&r.cfg));
     assert!(required_sends(&o).is_empty(), "MR-MPP-14");
 }
+
+#[test]
+fn atomic_resend_retires_nothing_and_counts_mr_mpf_11_mr_mpl_8() {
+    let mut c = cfg();
+    c.retry_cnt = 1;
+    let r = MpRequester::new(c, 0x22, psn(0));
+    let (r, _) = r.post_send(SendWr {
+        wr: 1,
+        op: WrOp::FetchAdd {
+            va: 0x2000,
+            rkey: 7,
+            add: 5,
+        },
+        fence: false,
+        signaled: true,
+    });
+    let (r, _, ev) = send_next(&r, 0);
+    let (r, _) = ack_at(&r, 0, sack(0, 1, 0, ev, 0), 100);
+    let cwnd = r.cc.cwnd;
+    // The first expiry resends it: no retirement, no decrease (MR-MPF-11),
+    // one expiry counted (MR-MPL-8).
+    let rto = r.rtt.rto(&r.cfg);
+    let (r, o) = r.on_timer(rto);
+    assert_eq!(required_sends(&o).len(), 1, "MR-MPP-14");
+    assert!(r.entropy.retired.is_empty(), "MR-MPF-11: no retirement");
+    assert_eq!(r.cc.cwnd, cwnd, "MR-MPF-11: no decrease");
+    assert_eq!(r.retries, 1, "MR-MPL-8: the resend is an RTO expiry");
+    let (r, _, ev) = send_next(&r, rto);
+    // An MP ACK of the copy reports a PSN acknowledged before: no progress.
+    let (r, _) = ack_at(&r, 0, sack(0, 1, 0, ev, 0), rto + 100);
+    assert_eq!(r.retries, 1, "MR-MPL-8: not an acknowledgement of new PSNs");
+    // The next expiry is the second in a row: more than retry_cnt = 1.
+    let (r, o) = r.on_timer(rto + 100 * r.rtt.rto(&r.cfg));
+    assert!(r.error, "MR-MPL-8");
+    assert!(o.required.iter().any(|c| c.reqs == ["MR-MPL-8"]));
+}

@@ -378,6 +378,21 @@ fn trim_nak_retransmits_without_retiring_mr_mpt_6_mr_mpt_7() {
 }
 
 #[test]
+fn trim_nak_with_timestamp_0_gives_no_sample_mr_mpt_10() {
+    let (r, evs) = sent_write(2);
+    let nak = |ts: u32| {
+        let mut s = sack(0xFF_FFFF, 1, 0, evs[1], ts);
+        s.syndrome = Syndrome::NAK_TRIMMED;
+        s.trimmed = true;
+        s
+    };
+    let (cut, _) = ack_at(&r, 0xFF_FFFF, nak(0), 5_000_000);
+    assert_eq!(cut.rtt.srtt, None, "MR-MPT-10: echoed timestamp 0");
+    let (kept, _) = ack_at(&r, 0xFF_FFFF, nak(1), 5_000_000);
+    assert!(kept.rtt.srtt.is_some(), "a NAK 0x65 with MPETH is a sample");
+}
+
+#[test]
 fn read_rerequest_nonzero_offset_mr_mpr_6_mr_mpr_7_mr_mpr_8() {
     let r = MpRequester::new(cfg(), 0x22, psn(10));
     let (r, _) = r.post_send(SendWr {
@@ -565,6 +580,40 @@ fn completion_only_when_all_acked_mr_mpp_10() {
             .any(|c| matches!(c.value, Effect::Complete(_))),
         "MR-MPP-10: SACK counts"
     );
+}
+
+#[test]
+fn bitmap_naming_unsent_psn_dropped_mr_mpa_10() {
+    // PSNs 0 and 1 sent: a bitmap naming 0, 1 and 2 is ignored as a whole.
+    let (r, evs) = sent_write(2);
+    let (r2, o) = ack_at(&r, 0xFF_FFFF, sack(0xFF_FFFF, 0, 0xE << 60, evs[0], 0), 100);
+    assert_eq!(o.required[0].reqs, &["MR-MPA-10"]);
+    assert!(
+        r2.segs.values().all(|x| !x.acked),
+        "MR-MPA-10: nothing acked"
+    );
+    let (r2, _) = ack_at(&r, 0xFF_FFFF, sack(0xFF_FFFF, 0, 0xC << 60, evs[0], 0), 100);
+    assert!(r2.segs.values().all(|x| x.acked), "PSNs sent: accepted");
+    // A READ's reserved PSNs count as sent: a READ of 1024 bytes at PSN 0
+    // reserves 0–3, and a bitmap naming PSN 3 is accepted.
+    let r = MpRequester::new(cfg(), 0x22, psn(0));
+    let (r, _) = r.post_send(SendWr {
+        wr: 1,
+        op: WrOp::Read {
+            va: 0x5000,
+            rkey: 9,
+            len: 1024,
+        },
+        fence: false,
+        signaled: true,
+    });
+    let (r, _, ev) = send_next(&r, 0);
+    let (r2, o) = ack_at(&r, 0xFF_FFFF, sack(0xFF_FFFF, 3, 1 << 63, ev, 0), 100);
+    assert!(
+        !o.required.iter().any(|c| c.reqs == ["MR-MPA-10"]),
+        "MR-MPA-10: reserved PSNs count as sent"
+    );
+    assert!(r2.segs.values().all(|x| x.acked));
 }
 
 #[test]

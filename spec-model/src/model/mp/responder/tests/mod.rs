@@ -678,6 +678,69 @@ fn rnr_when_no_receive_posted_mr_mpp_17() {
 }
 
 #[test]
+fn rnr_period_per_message_mr_mpp_17() {
+    let r = responder().with_recv_queue(RecvQueue::Known(vec![]));
+    let (r, o) = step(&r, req(Opcode::MP_SEND, 100, 0, 0, 4, &[1; 4]), 0);
+    assert_eq!(required_sends(&o).len(), 1, "MR-MPP-17: first refusal");
+    // A WRITE of a later message is accepted meanwhile: the refused
+    // message's RNR period still runs (at most one NAK per period for it).
+    let (r, _) = step(&r, write(101, 1, 0, 4, VA, RKEY, &[2; 4]), 10);
+    let (r, o) = step(&r, req(Opcode::MP_SEND, 100, 0, 0, 4, &[1; 4]), 20);
+    assert!(
+        required_sends(&o).is_empty(),
+        "MR-MPP-17: no NAK required inside the period"
+    );
+    // A WRITE with Immediate whose receive is known missing: refused before
+    // any byte is placed, with its own first RNR NAK.
+    let before = r.memory.clone();
+    let imm = req(Opcode::MP_WRITE_IMM, 102, 2, 0, 4, &[3; 4]).ext(|e| {
+        e.reth = Some(metaroce_codec::ext::RethRepr {
+            va: VA,
+            rkey: RKEY,
+            dma_len: 4,
+        });
+        e.immdt = Some(metaroce_codec::ext::ImmDtRepr { value: 7 });
+    });
+    let (r2, o) = step(&r, imm, 30);
+    let a = required_sends(&o);
+    assert_eq!(a.len(), 1, "MR-MPP-17: the message's first refusal");
+    assert_eq!(a[0].syndrome, Some(SyndromeSpec::RnrNak { timer: 12 }));
+    assert_eq!(r2.memory, before, "MR-MPP-17: nothing placed");
+}
+
+#[test]
+fn failed_invalidation_nak_names_last_psn_mr_mpp_15() {
+    let inv = |psn: u32, off: u32, data: &[u8]| {
+        req(Opcode::MP_SEND_INV, psn, 0, off, 300, data)
+            .ext(|e| e.ieth = Some(metaroce_codec::ext::IethRepr { rkey: 0xBAD }))
+    };
+    let r = responder();
+    let (r, _) = step(&r, inv(100, 0, &[1; 256]), 0);
+    let (_, o) = step(&r, inv(101, 256, &[2; 44]), 1);
+    // No region has the key: the receive completes SUCCESS or
+    // REM_INV_REQ_ERR (MR-RSP-10), and a NAK 0x61 may name PSN 101.
+    let c = o
+        .required
+        .iter()
+        .find_map(|c| match &c.value {
+            Effect::Complete(c) => Some(c.status.clone()),
+            _ => None,
+        })
+        .expect("MR-MPP-9: the receive completes");
+    assert!(c.allows(&WcStatus::RemInvReqErr) && c.allows(&WcStatus::Success));
+    let naks: Vec<_> = optional_sends(&o)
+        .into_iter()
+        .filter(|s| s.syndrome == Some(SyndromeSpec::Exact(Syndrome::NAK_INVALID_REQUEST)))
+        .collect();
+    assert_eq!(naks.len(), 1, "MR-MPP-15");
+    assert_eq!(
+        naks[0].sacketh.sack_base_psn,
+        Field::Exact(psn(101)),
+        "MR-MPP-15: last PSN"
+    );
+}
+
+#[test]
 fn psn_and_msn_wrap_mr_psn_5() {
     let mut r = MpResponder::new(cfg(), 0x22, Psn::new(0xFF_FFFF))
         .with_region(MemoryRegion::unknown(RKEY, VA, 4096, Access::ALL));
