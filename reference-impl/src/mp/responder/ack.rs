@@ -93,10 +93,16 @@ impl MpResponder {
     }
 
     /// The next response packet, with a value of this QP's entropy set
-    /// (MR-MPS-1, MR-MPS-9).
+    /// (MR-MPS-1, MR-MPS-9); acknowledgements with the ACK DSCP
+    /// (MR-MPA-12).
     pub(super) fn next_packet(&mut self, mut path: Path, pmtu: u32) -> Option<Vec<u8>> {
         let cum = self.map.cum_psn().value();
         path.udp_src_port = self.entropy.next(self.now, None);
+        if matches!(self.jobs.front()?, Job::Read { .. }) {
+            self.dscps.data(&mut path);
+        } else {
+            self.dscps.control(&mut path);
+        }
         let out = match self.jobs.front_mut()? {
             Job::Ack(t) => {
                 let t = *t;

@@ -6,7 +6,7 @@
 mod ack;
 mod place;
 
-use super::config::MpConfig;
+use super::config::{Dscps, MpConfig};
 use super::entropy::EntropySet;
 use super::sack::{PsnClass, RecvMap};
 use crate::qp_config::{Env, QpConfig, flushed_recv};
@@ -108,6 +108,8 @@ pub(crate) struct MpResponder {
     pub(super) uncovered_since: u64,
     pub(super) last: Option<Trigger>,
     pub(super) entropy: EntropySet,
+    /// DSCPs of READ responses and acknowledgements (MR-MPT-9, MR-MPA-12).
+    pub(super) dscps: Dscps,
     pub(super) rnr_last: Option<u64>,
     /// SEND payload bytes staged, and the limit (`mp_max_staged_bytes`).
     pub(super) staged_bytes: u64,
@@ -141,6 +143,7 @@ impl MpResponder {
             uncovered_since: 0,
             last: None,
             entropy: EntropySet::new(mp.values.clone(), seed ^ 0x5A5A),
+            dscps: mp.dscps(),
             rnr_last: None,
             staged_bytes: 0,
             max_staged: mp.max_staged_bytes,
