@@ -632,6 +632,8 @@ impl Checker {
             dst,
             udp_src_port,
             ecn: ip.ecn(),
+            dscp: ip.dscp(),
+            icrc_valid: inspection.status == icrc::IcrcStatus::Valid,
             admitted,
             payload_len: (!frame.roce_whole())
                 .then(|| frame.roce_payload_len())

@@ -833,6 +833,8 @@ impl Judges {
             dst: IpAddr::V4(ip.dst),
             udp_src_port: udp.src_port,
             ecn: ip.tos & 3,
+            dscp: ip.tos >> 2,
+            icrc_valid: icrc::verify(&frame).is_valid() == Some(true),
             admitted: self
                 .admission
                 .admit(&frame, icrc::verify(&frame), false, None)

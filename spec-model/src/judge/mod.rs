@@ -203,6 +203,11 @@ pub struct PacketMeta {
     pub udp_src_port: u16,
     /// IP ECN code point.
     pub ecn: u8,
+    /// IP DSCP.
+    pub dscp: u8,
+    /// The frame's ICRC was captured and verifies: every byte but the
+    /// masked IP fields is as its sender built it (no switch trimmed it).
+    pub icrc_valid: bool,
     /// The frame passes admission as far as a capture shows it
     /// ([`FrameAdmission`](crate::model::receiver::FrameAdmission): the
     /// rows of SPEC.md §9.2 that need no knowledge of the receiving QP, the
