@@ -919,6 +919,22 @@ fn mr_mpt_9_not_on_a_trimmed_packet_nor_without_trimming() {
     ];
     let lines = check("cm-mpt9-trimmed.pcapng", &frames, None);
     assert_eq!(trim_dscp_findings(&lines), vec![], "{lines:#?}");
+    // Nor is its cut ICRC or payload its sender's (MR-MPT-3, §7.10): the
+    // trim DSCP the REQ agreed makes it a trimmed packet, not a SEND whose
+    // ICRC fails and whose payload is short.
+    let names_5 = |l: &&Value| l["frame"] == 5 || frames_of(l).contains(&5);
+    let on_it: Vec<&Value> = lines.iter().filter(names_5).collect();
+    assert!(on_it.is_empty(), "{on_it:#?}");
+    // The same frame with another DSCP is a damaged SEND.
+    let mut other = frames.to_vec();
+    other[4] = trimmed(&whole, 45);
+    let lines = check("cm-mpt9-trimmed-45.pcapng", &other, None);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["id"] == "MR-ICRC-1" && l["frame"] == 5),
+        "{lines:#?}"
+    );
     // Trimming off (T clear in the REQ): DSCP 46 is any DSCP.
     let frames = [
         from_active(req(&block(M | O, 0, 4096, 128))),

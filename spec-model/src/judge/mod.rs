@@ -840,6 +840,14 @@ impl ConversationJudge {
         self.conns.iter().flatten().map(Connection::pending).sum()
     }
 
+    /// The trimming DSCP that the RDMA-CM exchange of the QP `dest_qp` at
+    /// `dst` agreed with `src` (SPEC.md §7.1.1, MR-MPN-9: the REQ's, for
+    /// both directions), when the capture holds the exchange and it set up
+    /// an MP QP with trimming on.
+    pub fn agreed_trim_dscp(&self, src: IpAddr, dst: IpAddr, dest_qp: u32) -> Option<u8> {
+        self.mp_setups.view(&(src, dst, dest_qp))?.agreed?.trim_dscp
+    }
+
     /// The QPNs of the connection `pkt` belongs to and its first frame, when
     /// the judge follows it (for reporting per-packet findings by QP and
     /// connection).
