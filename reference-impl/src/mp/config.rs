@@ -291,6 +291,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dscps_of_data_and_control_packets_mr_mpa_12_mr_mpt_9() {
+        let path = crate::wire::Path {
+            src_mac: [0; 6],
+            dst_mac: [0; 6],
+            src_ip: core::net::Ipv4Addr::UNSPECIFIED,
+            dst_ip: core::net::Ipv4Addr::UNSPECIFIED,
+            udp_src_port: 0xC000,
+            traffic_class: (10 << 2) | 2,
+            hop_limit: 64,
+            pkey: 0xFFFF,
+            dest_qp: 1,
+        };
+        let tc = |d: Dscps, control: bool| {
+            let mut p = path;
+            if control {
+                d.control(&mut p);
+            } else {
+                d.data(&mut p);
+            }
+            p.traffic_class
+        };
+        let plain = Dscps::default();
+        assert_eq!(
+            (tc(plain, false), tc(plain, true)),
+            ((10 << 2) | 2, (10 << 2) | 2)
+        );
+        let ack = Dscps {
+            trim: None,
+            ack: Some(46),
+        };
+        assert_eq!(tc(ack, false), (10 << 2) | 2, "data keep the traffic class");
+        assert_eq!(tc(ack, true), (46 << 2) | 2, "MR-MPA-12");
+        let trim = Dscps {
+            trim: Some(10),
+            ack: None,
+        };
+        assert_eq!((tc(trim, false), tc(trim, true)), (2, 2), "MR-MPT-9");
+    }
+
+    #[test]
     fn seeded_sets_are_distinct_and_in_range() {
         let c = MpAttrs::default().check(4096).unwrap();
         assert_eq!(c.values.len(), 128);
