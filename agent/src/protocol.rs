@@ -538,6 +538,11 @@ pub struct Attrs {
     /// Over IPv6, the flow label carries the entropy value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mp_flow_label_entropy: Option<bool>,
+    /// DSCP of the QP's MP ACKs, MP Atomic Acknowledges and MP Probes
+    /// (`mp_ack_dscp`, SPEC §7.1, MR-MPA-12); absent or `null`: the DSCP
+    /// of the QP's traffic class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mp_ack_dscp: Option<u8>,
     /// The requester's reorder threshold K (`mp_reorder_threshold`, SPEC
     /// §10.3, 1–64), a local setting; absent: the implementation's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -572,6 +577,7 @@ impl Attrs {
                 "mp_flow_label_entropy",
                 self.mp_flow_label_entropy.is_some(),
             ),
+            ("mp_ack_dscp", self.mp_ack_dscp.is_some()),
             ("mp_reorder_threshold", self.mp_reorder_threshold.is_some()),
             ("mp_peer_resource_nak", self.mp_peer_resource_nak.is_some()),
             ("mp_max_staged_bytes", self.mp_max_staged_bytes.is_some()),

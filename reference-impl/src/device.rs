@@ -310,6 +310,7 @@ impl Device {
                 entropy: MpEntropy::Values(mp.cfg.values.clone()),
                 window: mp.cfg.window,
                 trim_dscp: mp.cfg.trim_dscp,
+                ack_dscp: mp.cfg.ack_dscp,
                 peer_ordered: mp.cfg.peer_ordered,
                 tuning: mp.cfg.tuning,
                 peer_resource_nak: mp.cfg.peer_resource_nak,

@@ -123,6 +123,9 @@ fn mp_attribute_rules_on_init_to_rtr() {
         (mp(json!({"mp_trim_dscp": 64})), "out_of_range", "mp_trim_dscp"),
         (mp(json!({"mp_trim_dscp": 300})), "out_of_range", "mp_trim_dscp"),
         (same_dscp, "bad_value", "mp_trim_dscp"),
+        // mp_ack_dscp: a DSCP, never the trimming one (MR-MPA-12, MR-MPT-9).
+        (mp(json!({"mp_ack_dscp": 64})), "out_of_range", "mp_ack_dscp"),
+        (mp(json!({"mp_ack_dscp": 46, "mp_trim_dscp": 46})), "bad_value", "mp_ack_dscp"),
         // Flow-label entropy needs IPv6, which the reference lacks.
         (mp(json!({"mp_flow_label_entropy": true})), "unsupported", "mp_flow_label_entropy"),
         // mp_reorder_threshold: K in 1..=64 (SPEC §10.3); an MP parameter.
@@ -159,6 +162,7 @@ fn mp_attribute_rules_on_init_to_rtr() {
             IP_B,
             mp(
                 json!({"mp_entropy_set": SET_A, "mp_window": 64, "mp_trim_dscp": 46,
+                      "mp_ack_dscp": 34,
                       "mp_flow_label_entropy": false, "mp_peer_resource_nak": true,
                       "mp_max_staged_bytes": 0}),
             ),
@@ -176,6 +180,7 @@ fn mp_attribute_rules_on_init_to_rtr() {
     assert_eq!(at["mp_entropy_set_size"], 8);
     assert_eq!(at["mp_window"], 64, "MR-MPW-4: 64 is accepted as given");
     assert_eq!(at["mp_trim_dscp"], 46);
+    assert_eq!(at["mp_ack_dscp"], 34, "MR-PICS-5");
     assert_eq!(at["mp_flow_label_entropy"], false);
     assert_eq!(at["mp_peer_resource_nak"], true, "MR-PICS-5");
     assert_eq!(at["mp_max_staged_bytes"], 0, "MR-PICS-5: the limit given");
@@ -310,6 +315,11 @@ fn implementation_chosen_sets_and_defaults() {
     let s2 = check_set(&at, 256);
     assert_ne!(s1[..], s2[..128], "each QP gets its own set");
     assert_eq!(at["mp_trim_dscp"], Value::Null);
+    assert_eq!(
+        at["mp_ack_dscp"],
+        Value::Null,
+        "not set: the traffic class's"
+    );
     // All 256 values given explicitly (the declared maximum).
     let (_, _, q3) = qp_in_init(&mut a);
     let all: Vec<u32> = (0..256).map(|i| 0xFFFF - i * 3).collect();

@@ -563,6 +563,7 @@ impl Checker {
         let frame = &inspection.frame;
         let (mark, mut admitted) = (inspection.mark, inspection.admitted);
         let mut findings = std::mem::take(&mut inspection.findings);
+        self.judge_as_trimmed(inspection.status, frame, &mut findings);
         let mut released = Vec::new();
         if frame.roce.is_some() {
             self.summary.roce_frames += 1;
@@ -632,6 +633,8 @@ impl Checker {
             dst,
             udp_src_port,
             ecn: ip.ecn(),
+            dscp: ip.dscp(),
+            icrc_valid: inspection.status == icrc::IcrcStatus::Valid,
             admitted,
             payload_len: (!frame.roce_whole())
                 .then(|| frame.roce_payload_len())
@@ -695,6 +698,41 @@ impl Checker {
         }
         self.release(released, &mut all);
         all
+    }
+
+    /// A packet a switch trimmed (SPEC.md §7.10) on a connection whose
+    /// RDMA-CM exchange agreed the trimming DSCP: an MP data packet with
+    /// that DSCP whose ICRC fails is judged as trimmed (the validators'
+    /// `Context::trim_dscp`): its ICRC and lengths are not its sender's
+    /// (MR-MPT-3), so `findings` are those of the trimmed packet.
+    fn judge_as_trimmed(
+        &self,
+        status: icrc::IcrcStatus,
+        frame: &metaroce_codec::Frame<'_>,
+        findings: &mut Vec<Finding>,
+    ) {
+        let (Some(judge), Some(ip), Some(roce)) = (&self.conversation, &frame.ip, &frame.roce)
+        else {
+            return;
+        };
+        if self.inspector.ctx.trim_dscp.is_some()
+            || findings.is_empty()
+            || !roce.bth.opcode.is_mp_data()
+            || !matches!(status, icrc::IcrcStatus::Invalid { .. })
+        {
+            return;
+        }
+        let (src, dst) = match ip {
+            IpRepr::V4(v4) => (IpAddr::V4(v4.src), IpAddr::V4(v4.dst)),
+            IpRepr::V6(v6) => (IpAddr::V6(v6.src), IpAddr::V6(v6.dst)),
+        };
+        if judge.agreed_trim_dscp(src, dst, roce.bth.dest_qp) == Some(ip.dscp()) {
+            let ctx = Context {
+                trim_dscp: Some(ip.dscp()),
+                ..self.inspector.ctx.clone()
+            };
+            *findings = validate_frame(frame, status, &ctx);
+        }
     }
 
     /// Reports or drops the pending ICRC findings the conversation judge

@@ -216,6 +216,11 @@ pub struct MpSetup {
     /// DSCP of trimmed packets (trimming off when absent).
     #[serde(default)]
     pub trim_dscp: Option<u8>,
+    /// DSCP of the IUT's MP ACKs, MP Atomic Acknowledges and MP Probes
+    /// (`mp_ack_dscp`, SPEC §7.1, MR-MPA-12); not sent when absent (the
+    /// DSCP of the QP's traffic class).
+    #[serde(default)]
+    pub ack_dscp: Option<u8>,
     /// The entropy set itself (`mp_entropy_set`, each 0xC000–0xFFFF);
     /// when given, `entropy_set_size` must equal its length. The IUT chooses
     /// the values when absent.

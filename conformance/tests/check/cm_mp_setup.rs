@@ -827,3 +827,132 @@ fn mr_mpw_2_a_packet_beyond_the_agreed_window() {
         );
     }
 }
+
+/// `frame` with IPv4 DSCP `dscp` (header checksum recomputed; the ICRC
+/// masks the DSCP, so it still verifies).
+fn with_dscp(mut frame: Vec<u8>, dscp: u8) -> Vec<u8> {
+    frame[15] = (dscp << 2) | (frame[15] & 0x03);
+    ipv4_checksum(&mut frame);
+    frame
+}
+
+fn ipv4_checksum(frame: &mut [u8]) {
+    frame[24..26].copy_from_slice(&[0, 0]);
+    let sum: u32 = frame[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let folded = (sum & 0xFFFF) + (sum >> 16);
+    let folded = (folded & 0xFFFF) + (folded >> 16);
+    frame[24..26].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+}
+
+/// `frame` as a switch trims it (§7.10): cut 4 bytes after BTH and MPETH
+/// (Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + MPETH 16 + 4 bytes, which the
+/// codec then reads as an ICRC that fails), DSCP rewritten to `dscp`, IP
+/// and UDP lengths adjusted. (Cut right after MPETH, the frame is no RoCE
+/// packet to the codec: no room for an ICRC.)
+fn trimmed(frame: &[u8], dscp: u8) -> Vec<u8> {
+    let mut t = frame[..74].to_vec();
+    t[16..18].copy_from_slice(&60u16.to_be_bytes());
+    t[38..40].copy_from_slice(&40u16.to_be_bytes());
+    with_dscp(t, dscp)
+}
+
+/// The MR-MPT-9 findings as (frames, message).
+fn trim_dscp_findings(lines: &[Value]) -> Vec<(Vec<u64>, String)> {
+    lines
+        .iter()
+        .filter(|l| l["id"] == "MR-MPT-9")
+        .map(|l| {
+            (
+                frames_of(l),
+                l["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn mr_mpt_9_a_complete_packet_with_the_agreed_trim_dscp() {
+    let cm = [
+        from_active(req(&req_mp())),
+        from_passive(rep(&rep_mp())),
+        from_active(rtu()),
+    ];
+    // The requester's SEND carries DSCP 46, the trim DSCP the REQ set.
+    let mut frames = cm.to_vec();
+    frames.extend([
+        with_dscp(send(0, 100, false), 46),
+        ack(0, 100, 0xC100).build(),
+    ]);
+    let lines = check("cm-mpt9-req.pcapng", &frames, None);
+    let f = trim_dscp_findings(&lines);
+    assert_eq!(f.len(), 1, "{lines:#?}");
+    assert_eq!(f[0].0, [4, 1], "the SEND and the REQ whose block agreed it");
+    assert!(f[0].1.contains("the requester sent"), "{f:?}");
+    // The responder's MP ACK with it.
+    let mut frames = cm.to_vec();
+    frames.extend([
+        send(0, 100, false),
+        ack(0, 100, 0xC100).traffic_class(46 << 2).build(),
+    ]);
+    let lines = check("cm-mpt9-ack.pcapng", &frames, None);
+    let f = trim_dscp_findings(&lines);
+    assert_eq!(f.len(), 1, "{lines:#?}");
+    assert_eq!(f[0].0, [5, 1]);
+    assert!(f[0].1.contains("the responder sent"), "{f:?}");
+}
+
+#[test]
+fn mr_mpt_9_not_on_a_trimmed_packet_nor_without_trimming() {
+    // A SEND trimmed by a switch (captured after it) carries DSCP 46
+    // legitimately: no ICRC verifies, so it is no sender's act.
+    let whole = send(1, 101, false);
+    let frames = [
+        from_active(req(&req_mp())),
+        from_passive(rep(&rep_mp())),
+        from_active(rtu()),
+        send(0, 100, false),
+        trimmed(&whole, 46),
+        ack(0, 100, 0xC100).build(),
+    ];
+    let lines = check("cm-mpt9-trimmed.pcapng", &frames, None);
+    assert_eq!(trim_dscp_findings(&lines), vec![], "{lines:#?}");
+    // Nor is its cut ICRC or payload its sender's (MR-MPT-3, §7.10): the
+    // trim DSCP the REQ agreed makes it a trimmed packet, not a SEND whose
+    // ICRC fails and whose payload is short.
+    let names_5 = |l: &&Value| l["frame"] == 5 || frames_of(l).contains(&5);
+    let on_it: Vec<&Value> = lines.iter().filter(names_5).collect();
+    assert!(on_it.is_empty(), "{on_it:#?}");
+    // The same frame with another DSCP is a damaged SEND.
+    let mut other = frames.to_vec();
+    other[4] = trimmed(&whole, 45);
+    let lines = check("cm-mpt9-trimmed-45.pcapng", &other, None);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["id"] == "MR-ICRC-1" && l["frame"] == 5),
+        "{lines:#?}"
+    );
+    // Trimming off (T clear in the REQ): DSCP 46 is any DSCP.
+    let frames = [
+        from_active(req(&block(M | O, 0, 4096, 128))),
+        from_passive(rep(&block(M | RN, 0, 1024, 64))),
+        from_active(rtu()),
+        with_dscp(send(0, 100, false), 46),
+        ack(0, 100, 0xC100).build(),
+    ];
+    let lines = check("cm-mpt9-off.pcapng", &frames, None);
+    assert_eq!(trim_dscp_findings(&lines), vec![], "{lines:#?}");
+    // Without the CM exchange nothing says which DSCP marks trimming.
+    let lines = check(
+        "cm-mpt9-no-cm.pcapng",
+        &[
+            with_dscp(send(0, 100, false), 46),
+            ack(0, 100, 0xC100).build(),
+        ],
+        None,
+    );
+    assert_eq!(trim_dscp_findings(&lines), vec![], "{lines:#?}");
+}

@@ -67,7 +67,7 @@ use metaroce_ref::{Access, DeviceConfig, QpState as RefState, WorkCompletion};
 use metaroce_spec::Severity;
 use metaroce_spec::judge::{ConversationConfig, ConversationJudge, MAX_PENDING, PacketMeta};
 use metaroce_spec::model::congestion::NpDecision;
-use metaroce_spec::model::mp::spec_allows;
+use metaroce_spec::model::mp::{spec_allows, spec_allows_dscp};
 use metaroce_spec::model::qp::{QpState, QpType};
 use metaroce_spec::model::receiver::{
     Device as RxModel, FrameAdmission, LocalQp, MpAdmission, Received, Receiver, Verdict,
@@ -833,6 +833,8 @@ impl Judges {
             dst: IpAddr::V4(ip.dst),
             udp_src_port: udp.src_port,
             ecn: ip.tos & 3,
+            dscp: ip.tos >> 2,
+            icrc_valid: icrc::verify(&frame).is_valid() == Some(true),
             admitted: self
                 .admission
                 .admit(&frame, icrc::verify(&frame), false, None)
@@ -1001,7 +1003,9 @@ fn mismatch_reason(o: &Outcomes, obs: &Observed<'_>) -> Option<String> {
             return Some("B sent a frame that is not RoCE".into());
         };
         let hit = effects().enumerate().position(|(i, c)| {
-            !used[i] && matches!(&c.value, Effect::Send(s) if spec_allows(s, p, udp.src_port))
+            !used[i]
+                && matches!(&c.value, Effect::Send(s) if spec_allows(s, p, udp.src_port)
+                    && frame.ip.as_ref().is_none_or(|ip| spec_allows_dscp(s, ip.dscp())))
         });
         match hit {
             Some(i) => used[i] = true,

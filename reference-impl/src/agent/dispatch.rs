@@ -689,6 +689,7 @@ impl Agent {
                 ("mp_entropy_set", json!(values)),
                 ("mp_window", json!(mp.window)),
                 ("mp_trim_dscp", json!(mp.trim_dscp)),
+                ("mp_ack_dscp", json!(mp.ack_dscp)),
                 ("mp_flow_label_entropy", json!(e.mp_flow_label)),
                 ("mp_peer_resource_nak", json!(mp.peer_resource_nak)),
                 ("mp_peer_ordered", json!(mp.peer_ordered)),

@@ -174,6 +174,23 @@ pub(super) fn negotiate(
             ));
         }
     }
+    if let Some(d) = a.mp_ack_dscp {
+        if d > 63 {
+            return Err(bad(
+                ErrorCode::OutOfRange,
+                &field("mp_ack_dscp"),
+                format!("{d} is not a DSCP (0..=63)"),
+            ));
+        }
+        // MR-MPT-9: ACKs and probes never carry the trimming DSCP.
+        if a.mp_trim_dscp == Some(d) {
+            return Err(bad(
+                ErrorCode::BadValue,
+                &field("mp_ack_dscp"),
+                format!("{d} is attrs.mp_trim_dscp, which an MP sender never uses (MR-MPT-9)"),
+            ));
+        }
+    }
     if a.mp_flow_label_entropy == Some(true) && !(p.ipv6 && p.mp_flow_label_entropy) {
         return Err(bad(
             ErrorCode::Unsupported,
@@ -211,6 +228,7 @@ pub(super) fn negotiate(
         entropy,
         window,
         trim_dscp: a.mp_trim_dscp,
+        ack_dscp: a.mp_ack_dscp,
         peer_ordered: a.mp_peer_ordered.unwrap_or(false),
         tuning,
         // SPEC §7.1, §7.16: what the peer announced (RN) out of band.

@@ -83,6 +83,9 @@ pub struct MpAttrs {
     pub window: u32,
     /// `mp_trim_dscp`: DSCP of trimmed packets, `None` = trimming off.
     pub trim_dscp: Option<u8>,
+    /// `mp_ack_dscp`: DSCP of the QP's MP ACKs, MP Atomic Acknowledges and
+    /// MP Probes (MR-MPA-12); `None` = the DSCP of its traffic class.
+    pub ack_dscp: Option<u8>,
     /// `mp_peer_ordered`: the peer's responder honours the MPETH O flag
     /// (SPEC §7.5), so a fenced work request is sent at once with O.
     pub peer_ordered: bool,
@@ -106,6 +109,7 @@ impl Default for MpAttrs {
             entropy: MpEntropy::Seeded { n: 128, seed: 0 },
             window: 1024,
             trim_dscp: None,
+            ack_dscp: None,
             peer_ordered: false,
             tuning: MpTuning::default(),
             peer_resource_nak: false,
@@ -127,6 +131,7 @@ pub(crate) struct MpConfig {
     pub values: Vec<u16>,
     pub window: u32,
     pub trim_dscp: Option<u8>,
+    pub ack_dscp: Option<u8>,
     pub peer_ordered: bool,
     pub tuning: MpTuning,
     pub peer_resource_nak: bool,
@@ -168,6 +173,7 @@ impl MpAttrs {
         // MR-MPW-4.
         range((64..=WINDOW_MAX).contains(&self.window), "mp_window")?;
         range(self.trim_dscp.is_none_or(|d| d <= 63), "mp_trim_dscp")?;
+        range(self.ack_dscp.is_none_or(|d| d <= 63), "mp_ack_dscp")?;
         let t = &self.tuning;
         let us = 1_000;
         range(
@@ -221,11 +227,49 @@ impl MpAttrs {
             values,
             window: self.window,
             trim_dscp: self.trim_dscp,
+            ack_dscp: self.ack_dscp,
             peer_ordered: self.peer_ordered,
             tuning: self.tuning,
             peer_resource_nak: self.peer_resource_nak,
             max_staged_bytes: self.max_staged_bytes,
         })
+    }
+}
+
+impl MpConfig {
+    /// The DSCPs this QP sends with (MR-MPA-12, MR-MPT-9).
+    pub(crate) fn dscps(&self) -> Dscps {
+        Dscps {
+            trim: self.trim_dscp,
+            ack: self.ack_dscp,
+        }
+    }
+}
+
+/// The DSCPs of an MP QP's packets: data packets carry the path's traffic
+/// class but never `mp_trim_dscp` (MR-MPT-9); MP ACKs, MP Atomic
+/// Acknowledges and MP Probes carry `mp_ack_dscp` when it is set, else the
+/// data DSCP (MR-MPA-12). ECN bits are the packet's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Dscps {
+    trim: Option<u8>,
+    ack: Option<u8>,
+}
+
+impl Dscps {
+    /// `path` for a data packet (requests, READ responses).
+    pub(crate) fn data(self, path: &mut crate::wire::Path) {
+        if self.trim.is_some_and(|d| path.traffic_class >> 2 == d) {
+            path.traffic_class &= 0x03;
+        }
+    }
+
+    /// `path` for an MP ACK, MP Atomic Acknowledge or MP Probe.
+    pub(crate) fn control(self, path: &mut crate::wire::Path) {
+        match self.ack {
+            Some(d) => path.traffic_class = (d << 2) | (path.traffic_class & 0x03),
+            None => self.data(path),
+        }
     }
 }
 
@@ -245,6 +289,46 @@ pub(crate) fn derive_values(n: usize, seed: u64) -> Vec<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dscps_of_data_and_control_packets_mr_mpa_12_mr_mpt_9() {
+        let path = crate::wire::Path {
+            src_mac: [0; 6],
+            dst_mac: [0; 6],
+            src_ip: core::net::Ipv4Addr::UNSPECIFIED,
+            dst_ip: core::net::Ipv4Addr::UNSPECIFIED,
+            udp_src_port: 0xC000,
+            traffic_class: (10 << 2) | 2,
+            hop_limit: 64,
+            pkey: 0xFFFF,
+            dest_qp: 1,
+        };
+        let tc = |d: Dscps, control: bool| {
+            let mut p = path;
+            if control {
+                d.control(&mut p);
+            } else {
+                d.data(&mut p);
+            }
+            p.traffic_class
+        };
+        let plain = Dscps::default();
+        assert_eq!(
+            (tc(plain, false), tc(plain, true)),
+            ((10 << 2) | 2, (10 << 2) | 2)
+        );
+        let ack = Dscps {
+            trim: None,
+            ack: Some(46),
+        };
+        assert_eq!(tc(ack, false), (10 << 2) | 2, "data keep the traffic class");
+        assert_eq!(tc(ack, true), (46 << 2) | 2, "MR-MPA-12");
+        let trim = Dscps {
+            trim: Some(10),
+            ack: None,
+        };
+        assert_eq!((tc(trim, false), tc(trim, true)), (2, 2), "MR-MPT-9");
+    }
 
     #[test]
     fn seeded_sets_are_distinct_and_in_range() {

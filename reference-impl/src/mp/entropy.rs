@@ -126,6 +126,15 @@ impl EntropySet {
         self.values.first().copied().unwrap_or(0xC000)
     }
 
+    /// The value of the `turn`-th acknowledgement: a rotation over the set
+    /// of its own, outside the rounds of data packets (§7.4, MR-MPS-9).
+    pub(crate) fn rotation(&self, turn: usize) -> u16 {
+        match self.values.len() {
+            0 => 0xC000,
+            n => self.values[turn % n],
+        }
+    }
+
     /// MR-MPS-5: an ACK echoing `v` carried E.
     pub(crate) fn skip(&mut self, v: u16, until: u64) {
         if let Some(i) = self.index_of(v) {

@@ -642,6 +642,7 @@ impl Connection {
         });
         let (requester, responder) = match &mut self.sides {
             Sides::Mp { judge, reads } => {
+                judge.on_dscp(meta.frame, meta.dscp, meta.icrc_valid, true);
                 judge.on_request(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
                 drain_mp(judge, out);
                 if meta.admitted {
@@ -771,6 +772,8 @@ impl Connection {
         self.note_ecn(meta.ecn);
         let requester = match &mut self.sides {
             Sides::Mp { judge, reads } => {
+                judge.on_dscp(meta.frame, meta.dscp, meta.icrc_valid, false);
+                drain_mp(judge, out);
                 if pkt.ext.sacketh.is_some() && meta.admitted {
                     judge.on_ack(meta.frame, pkt, meta.udp_src_port, meta.timestamp_ns);
                     drain_mp(judge, out);

@@ -203,6 +203,11 @@ pub struct PacketMeta {
     pub udp_src_port: u16,
     /// IP ECN code point.
     pub ecn: u8,
+    /// IP DSCP.
+    pub dscp: u8,
+    /// The frame's ICRC was captured and verifies: every byte but the
+    /// masked IP fields is as its sender built it (no switch trimmed it).
+    pub icrc_valid: bool,
     /// The frame passes admission as far as a capture shows it
     /// ([`FrameAdmission`](crate::model::receiver::FrameAdmission): the
     /// rows of SPEC.md §9.2 that need no knowledge of the receiving QP, the
@@ -833,6 +838,14 @@ impl ConversationJudge {
     /// memory the judge holds).
     pub fn pending(&self) -> usize {
         self.conns.iter().flatten().map(Connection::pending).sum()
+    }
+
+    /// The trimming DSCP that the RDMA-CM exchange of the QP `dest_qp` at
+    /// `dst` agreed with `src` (SPEC.md §7.1.1, MR-MPN-9: the REQ's, for
+    /// both directions), when the capture holds the exchange and it set up
+    /// an MP QP with trimming on.
+    pub fn agreed_trim_dscp(&self, src: IpAddr, dst: IpAddr, dest_qp: u32) -> Option<u8> {
+        self.mp_setups.view(&(src, dst, dest_qp))?.agreed?.trim_dscp
     }
 
     /// The QPNs of the connection `pkt` belongs to and its first frame, when

@@ -183,6 +183,7 @@ impl Unconstrained for HeaderSpec {
             feth: Field::Any,
             deth: Field::Any,
             payload_len: Field::Any,
+            dscp: Field::Any,
         };
         &ANY
     }
@@ -248,6 +249,9 @@ pub struct HeaderSpec {
     pub deth: Field<DethRepr>,
     /// Payload bytes (pad excluded).
     pub payload_len: Field<u32>,
+    /// The IP header's DSCP (MP: MR-MPA-12), judged by
+    /// [`crate::model::mp::spec_allows_dscp`] where the IP header is known.
+    pub dscp: Field<u8>,
 }
 
 /// Constraints on the MPETH of a packet (SPEC.md §7.2). `Default` is all `Any`.

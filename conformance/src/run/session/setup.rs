@@ -146,6 +146,7 @@ impl Test<'_> {
                         entropy_set_size: 8,
                         window: 1024,
                         trim_dscp: None,
+                        ack_dscp: None,
                         entropy_set: None,
                         reorder_threshold: None,
                         peer_resource_nak: None,
@@ -157,6 +158,9 @@ impl Test<'_> {
                     a["mp_window"] = mp.window.into();
                     if let Some(d) = mp.trim_dscp {
                         a["mp_trim_dscp"] = d.into();
+                    }
+                    if let Some(d) = mp.ack_dscp {
+                        a["mp_ack_dscp"] = d.into();
                     }
                     if let Some(set) = &mp.entropy_set {
                         a["mp_entropy_set"] = set.clone().into();

@@ -11,7 +11,7 @@ mod read;
 mod send;
 
 use super::cc::{Cwnd, LossKind};
-use super::config::MpConfig;
+use super::config::{Dscps, MpConfig};
 use super::entropy::EntropySet;
 use super::flight::{TxOrder, UnitMap};
 use super::loss::{LossRule, ReorderWatch, Unit, UnitState};
@@ -149,7 +149,8 @@ pub(crate) struct MpRequester {
     pub(super) acked_seqs: Vec<u64>,
     pub(super) window: u32,
     pub(super) pmtu: u32,
-    pub(super) trim_dscp: Option<u8>,
+    /// DSCPs of its data packets and probes (MR-MPT-9, MR-MPA-12).
+    pub(super) dscps: Dscps,
     /// `mp_peer_ordered` (SPEC §7.5).
     pub(super) peer_ordered: bool,
     /// Probes to send now (values).
@@ -194,7 +195,7 @@ impl MpRequester {
             acked_seqs: Vec::new(),
             window: mp.window,
             pmtu: cfg.pmtu,
-            trim_dscp: mp.trim_dscp,
+            dscps: mp.dscps(),
             peer_ordered: mp.peer_ordered,
             probe_now: VecDeque::new(),
         }

@@ -17,13 +17,13 @@ impl MpRequester {
     /// The next request packet, if one may leave now.
     pub(crate) fn poll_transmit(&mut self, cfg: &QpConfig, env: &mut Env<'_>) -> Option<Vec<u8>> {
         let mut path = cfg.path()?;
-        // MR-MPT-9: never the trimming DSCP.
-        if self.trim_dscp.is_some_and(|d| path.traffic_class >> 2 == d) {
-            path.traffic_class &= 0x03;
-        }
         if let Some(v) = self.probe_now.pop_front() {
+            // MR-MPA-12: a probe carries the ACK DSCP.
+            self.dscps.control(&mut path);
             return Some(self.probe(path, v, env.now));
         }
+        // MR-MPT-9: never the trimming DSCP.
+        self.dscps.data(&mut path);
         // MR-MPP-18: during an RNR wait no new message (nor the refused
         // one) leaves; retransmissions and READ re-requests of other
         // messages continue.

@@ -93,10 +93,19 @@ impl MpResponder {
     }
 
     /// The next response packet, with a value of this QP's entropy set
-    /// (MR-MPS-1, MR-MPS-9).
+    /// (MR-MPS-1): READ responses by rounds (MR-MPS-3), acknowledgements
+    /// by a rotation of their own that consumes none of the round
+    /// (MR-MPS-9), with the ACK DSCP (MR-MPA-12).
     pub(super) fn next_packet(&mut self, mut path: Path, pmtu: u32) -> Option<Vec<u8>> {
         let cum = self.map.cum_psn().value();
-        path.udp_src_port = self.entropy.next(self.now, None);
+        if matches!(self.jobs.front()?, Job::Read { .. }) {
+            self.dscps.data(&mut path);
+            path.udp_src_port = self.entropy.next(self.now, None);
+        } else {
+            self.dscps.control(&mut path);
+            path.udp_src_port = self.entropy.rotation(self.ack_turn);
+            self.ack_turn = self.ack_turn.wrapping_add(1);
+        }
         let out = match self.jobs.front_mut()? {
             Job::Ack(t) => {
                 let t = *t;

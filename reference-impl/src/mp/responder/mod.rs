@@ -6,7 +6,7 @@
 mod ack;
 mod place;
 
-use super::config::MpConfig;
+use super::config::{Dscps, MpConfig};
 use super::entropy::EntropySet;
 use super::sack::{PsnClass, RecvMap};
 use crate::qp_config::{Env, QpConfig, flushed_recv};
@@ -107,7 +107,13 @@ pub(crate) struct MpResponder {
     pub(super) uncovered: u32,
     pub(super) uncovered_since: u64,
     pub(super) last: Option<Trigger>,
+    /// READ responses take values by rounds (§7.4, MR-MPS-3).
     pub(super) entropy: EntropySet,
+    /// MP ACKs and MP Atomic Acknowledges rotate over the set outside the
+    /// rounds (§7.4, MR-MPS-9): the index of the next one's value.
+    pub(super) ack_turn: usize,
+    /// DSCPs of READ responses and acknowledgements (MR-MPT-9, MR-MPA-12).
+    pub(super) dscps: Dscps,
     /// The message (MSN) and time of the latest RNR NAK: at most one per
     /// RNR timer period per message (MR-MPP-17).
     pub(super) rnr_last: Option<(u64, u64)>,
@@ -143,6 +149,8 @@ impl MpResponder {
             uncovered_since: 0,
             last: None,
             entropy: EntropySet::new(mp.values.clone(), seed ^ 0x5A5A),
+            ack_turn: 0,
+            dscps: mp.dscps(),
             rnr_last: None,
             staged_bytes: 0,
             max_staged: mp.max_staged_bytes,

@@ -145,6 +145,8 @@ fn judge_frame(
         dst: p.dst,
         udp_src_port: p.udp_src_port,
         ecn,
+        dscp: 0,
+        icrc_valid: admitted,
         admitted,
         payload_len: None,
     };

@@ -30,6 +30,8 @@ fn cm_both(
         dst,
         udp_src_port: 0xC000,
         ecn: 0,
+        dscp: 0,
+        icrc_valid: true,
         admitted: true,
         payload_len: None,
     };

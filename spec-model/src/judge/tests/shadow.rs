@@ -212,6 +212,8 @@ fn header_only_frames_prove_nothing() {
             dst: p.dst,
             udp_src_port: p.udp_src_port,
             ecn: 0,
+            dscp: 0,
+            icrc_valid: true,
             admitted: true,
             payload_len: Some(p.payload.len()),
         };

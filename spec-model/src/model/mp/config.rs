@@ -16,6 +16,11 @@ pub struct MpConfig {
     pub trim_dscp: Option<u8>,
     /// The implementation declares `mp_trimming`.
     pub trimming: bool,
+    /// The DSCP of the QP's traffic class (`path.traffic_class` >> 2).
+    pub dscp: u8,
+    /// `mp_ack_dscp`: the DSCP of its MP ACKs, MP Atomic Acknowledges and
+    /// MP Probes (MR-MPA-12); `None`: the traffic class's.
+    pub ack_dscp: Option<u8>,
     /// Reorder threshold K (`mp_reorder_threshold`).
     pub reorder_threshold: u32,
     /// `mp_ack_coalesce_count`.
@@ -76,6 +81,20 @@ pub struct MpConfig {
     pub peer_ordered: bool,
 }
 
+impl MpConfig {
+    /// The DSCP MR-MPA-12 requires of this QP's MP ACKs, MP Atomic
+    /// Acknowledges and MP Probes: `mp_ack_dscp` when set, else the traffic
+    /// class's; any when that is the trimming DSCP, which the sender must
+    /// replace (MR-MPT-9) by a value the text does not fix.
+    pub fn control_dscp(&self) -> crate::model::Field<u8> {
+        match self.ack_dscp {
+            Some(d) => crate::model::Field::Exact(d),
+            None if self.trim_dscp == Some(self.dscp) => crate::model::Field::Any,
+            None => crate::model::Field::Exact(self.dscp),
+        }
+    }
+}
+
 impl Default for MpConfig {
     fn default() -> Self {
         MpConfig {
@@ -84,6 +103,8 @@ impl Default for MpConfig {
             window: 1024,
             trim_dscp: None,
             trimming: false,
+            dscp: 0,
+            ack_dscp: None,
             reorder_threshold: 32,
             ack_coalesce_count: 16,
             ack_coalesce_time: 8_000,

@@ -210,6 +210,17 @@ pub struct SetupBlocks {
     pub responder: u64,
 }
 
+/// Packets an MP judge saw with the trimming DSCP ([`MpJudge::on_dscp`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrimDscpSeen {
+    /// Complete (their ICRC verifies): sent with it, MR-MPT-9.
+    pub intact: u64,
+    /// Trimmed by a switch, damaged, or with the ICRC not captured.
+    pub not_intact: u64,
+    /// MR-MPT-9 was reported (once per connection).
+    pub reported: bool,
+}
+
 /// The judge's state.
 ///
 /// Memory is bounded by the PSNs in flight, not by the capture's length:
@@ -242,6 +253,10 @@ pub struct MpJudge {
     pub setup: Option<SetupBlocks>,
     /// MR-MPP-21 (bit 0) and MR-MPW-2 (bit 1) reported from the setup.
     setup_reported: u8,
+    /// Packets captured with the trimming DSCP: complete ones (their
+    /// ICRC verifies, MR-MPT-9) and the others (trimmed by a switch, or
+    /// damaged), and whether MR-MPT-9 was reported.
+    pub trim_dscp_seen: TrimDscpSeen,
     /// The first packet held for MR-MPW-2: PSN, MPETH timestamp, frame.
     beyond_window: Option<(Psn, u32, u64)>,
     /// Latest transmission per PSN, not yet cumulatively acknowledged.
@@ -312,6 +327,7 @@ impl MpJudge {
             sender_clock: SenderClock::default(),
             setup: None,
             setup_reported: 0,
+            trim_dscp_seen: TrimDscpSeen::default(),
             beyond_window: None,
             sent: BTreeMap::new(),
             first_psn: None,
@@ -362,6 +378,54 @@ impl MpJudge {
                 self.ordered.insert(msn, (m.ordered, frame));
             }
         }
+    }
+
+    /// MR-MPT-9 from a capture: a packet of this QP's connection sent by
+    /// its requester (`from_requester`) or its responder, captured in
+    /// `frame` with DSCP `dscp`. A packet with the trimming DSCP whose ICRC
+    /// verifies (`intact`) is complete as its sender built it (the ICRC
+    /// covers every byte but the masked IP fields, DSCP among them; a
+    /// switch that cuts the payload leaves no valid ICRC, §7.10), so its
+    /// sender used the trimming DSCP: a finding, first such packet of the
+    /// connection, naming the frame and the setup block that agreed the
+    /// DSCP. One whose ICRC fails is a trimmed packet (it carries the DSCP
+    /// legitimately after a trimming switch) or a damaged one: counted, no
+    /// finding; one whose ICRC the capture did not record (`intact`
+    /// false too) cannot be told from a trimmed one.
+    pub fn on_dscp(&mut self, frame: u64, dscp: u8, intact: bool, from_requester: bool) {
+        let Some(d) = self.cfg.trim_dscp.filter(|&d| d == dscp) else {
+            return;
+        };
+        if !intact {
+            self.trim_dscp_seen.not_intact += 1;
+            return;
+        }
+        self.trim_dscp_seen.intact += 1;
+        if self.trim_dscp_seen.reported {
+            return;
+        }
+        self.trim_dscp_seen.reported = true;
+        let who = if from_requester {
+            "requester"
+        } else {
+            "responder"
+        };
+        let mut frames = vec![frame];
+        let agreed = match self.setup {
+            Some(s) => {
+                let block = s.requester.min(s.responder);
+                frames.push(block);
+                format!(" agreed in the setup block of frame {block}")
+            }
+            None => String::new(),
+        };
+        self.report(
+            "MR-MPT-9",
+            format!(
+                "the {who} sent a complete packet (its ICRC verifies: no switch trimmed it) with DSCP {d}, the trimming DSCP{agreed} (first such packet)"
+            ),
+            frames,
+        );
     }
 
     /// MR-MPP-21 and MR-MPW-2 against the values of the setup blocks (see

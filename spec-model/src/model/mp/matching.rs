@@ -57,3 +57,10 @@ pub fn spec_allows(spec: &PacketSpec, packet: &RocePacket<'_>, udp_src_port: u16
             s.map(|s| s.echoed_timestamp),
         )
 }
+
+/// Whether `spec` allows the DSCP `dscp` of the packet's IP header
+/// (MR-MPA-12), for a caller that has the IP header ([`spec_allows`] sees
+/// only the RoCE packet).
+pub fn spec_allows_dscp(spec: &PacketSpec, dscp: u8) -> bool {
+    spec.headers.dscp.allows(&dscp)
+}

@@ -29,7 +29,7 @@ pub mod timestamp;
 pub mod trim;
 
 pub use config::MpConfig;
-pub use matching::spec_allows;
+pub use matching::{spec_allows, spec_allows_dscp};
 pub use memory::{Access, MemoryRegion, RecvQueue, RecvWr};
 
 /// What the receiver knows about a packet besides its RoCE headers: the IP and

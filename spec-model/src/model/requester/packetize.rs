@@ -64,6 +64,7 @@ impl RequestPacket {
                 feth: exact(self.feth),
                 deth: exact(self.deth),
                 payload_len: Field::Exact(self.payload_len),
+                dscp: Field::Any,
             }),
             ..PacketSpec::opcode(self.opcode)
         }

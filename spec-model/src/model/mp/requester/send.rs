@@ -110,6 +110,8 @@ impl MpRequester {
             udp_src_port: Field::Exact(v),
             headers: OutOfLine::new(HeaderSpec {
                 ack_req: Field::Exact(true),
+                // MR-MPA-12.
+                dscp: self.cfg.control_dscp(),
                 ..HeaderSpec::default()
             }),
             payload: Field::Exact(Vec::new()),

@@ -63,6 +63,8 @@ impl MpResponder {
             udp_src_port: self.own_entropy(),
             headers: OutOfLine::new(HeaderSpec {
                 ack_req: Field::Exact(false),
+                // MR-MPA-12.
+                dscp: self.cfg.control_dscp(),
                 ..HeaderSpec::default()
             }),
             sacketh: OutOfLine::new(SackethSpec {

@@ -742,3 +742,18 @@ mod congestion;
 mod headers_atomic;
 mod ordered;
 mod resource;
+
+#[test]
+fn probe_dscp_mr_mpa_12() {
+    use crate::model::mp::spec_allows_dscp;
+    let mut c = cfg();
+    c.dscp = 10;
+    let r = MpRequester::new(c.clone(), 0x22, psn(0));
+    let p = r.probe_spec(0xC000);
+    assert!(spec_allows_dscp(&p, 10) && !spec_allows_dscp(&p, 46));
+    c.ack_dscp = Some(46);
+    let r = MpRequester::new(c, 0x22, psn(0));
+    let p = r.probe_spec(0xC000);
+    assert!(spec_allows_dscp(&p, 46), "MR-MPA-12");
+    assert!(!spec_allows_dscp(&p, 10), "MR-MPA-12 violated: data DSCP");
+}

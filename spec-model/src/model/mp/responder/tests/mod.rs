@@ -342,6 +342,24 @@ fn ack_content_mr_mpa_3_mr_mpa_7_mr_mpa_8_mr_mph_6() {
 }
 
 #[test]
+fn ack_dscp_mr_mpa_12() {
+    use crate::model::mp::spec_allows_dscp;
+    let w = wire(write(101, 0, 256, 512, VA, RKEY, &[0; 256]));
+    // Without mp_ack_dscp: the traffic class's DSCP.
+    let mut r = responder();
+    r.cfg.dscp = 10;
+    let (_, o) = r.on_packet(&w.roce(), &at(0, 0xC100));
+    let a = required_sends(&o)[0].clone();
+    assert!(spec_allows_dscp(&a, 10) && !spec_allows_dscp(&a, 46));
+    // With it: that DSCP, not the data DSCP.
+    r.cfg.ack_dscp = Some(46);
+    let (_, o) = r.on_packet(&w.roce(), &at(0, 0xC100));
+    let a = required_sends(&o)[0].clone();
+    assert!(spec_allows_dscp(&a, 46), "MR-MPA-12");
+    assert!(!spec_allows_dscp(&a, 10), "MR-MPA-12 violated: data DSCP");
+}
+
+#[test]
 fn trimmed_packet_mr_mpt_1_mr_mpt_2_mr_mpt_5() {
     let mut r = responder();
     r.cfg.trim_dscp = Some(7);
