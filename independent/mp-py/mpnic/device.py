@@ -1428,10 +1428,15 @@ class Device:
         if u.wr.kind == "read":
             u.wr.rd_inflight = 0
         u.inflight = 0
-        self.retire(now, qp, u.ev)
         u.exempt_ok = True
         if u not in qp.retx_q:
             qp.retx_q.append(u)
+        if u.wr.kind == "atomic" and u.sacked:
+            # MR-MPF-11 (2026-12-02): an atomic resent under MR-MPP-14 after an MP ACK
+            # reported it received was not lost: no retirement, no decrease (its expiry
+            # still counts toward retry_cnt, MR-MPL-8)
+            return
+        self.retire(now, qp, u.ev)
         self.loss_event(now, qp, why, timer_start=u.tx_ns)
 
     def req_on_read_resp(self, now, qp, p):
