@@ -39,14 +39,15 @@ TRANS = {  # (from, to) -> (required, accepted)
     ("init", "rtr"): ({"dest_qpn", "rq_psn", "pmtu", "path", "max_dest_rd_atomic", "min_rnr_timer"},
                       {"access", "p_key", "mp", "mp_entropy_set", "mp_entropy_set_size",
                        "mp_window", "mp_trim_dscp", "mp_flow_label_entropy", "mp_reorder_threshold",
-                       "mp_max_staged_bytes", "mp_peer_resource_nak", "mp_peer_ordered"}),
+                       "mp_max_staged_bytes", "mp_peer_resource_nak", "mp_peer_ordered",
+                       "mp_ack_dscp"}),
     ("rtr", "rts"): ({"sq_psn", "timeout", "retry_cnt", "rnr_retry", "max_rd_atomic"},
                      {"access", "min_rnr_timer"}),
     ("rts", "rts"): (set(), {"timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "access"}),
 }
 MP_KEYS = {"mp", "mp_entropy_set", "mp_entropy_set_size", "mp_window", "mp_trim_dscp",
            "mp_flow_label_entropy", "mp_reorder_threshold", "mp_max_staged_bytes",
-           "mp_peer_resource_nak", "mp_peer_ordered"}
+           "mp_peer_resource_nak", "mp_peer_ordered", "mp_ack_dscp"}
 WR_OPS = {
     "send": (set(), "send", W.SEND, "send"),
     "send_with_imm": ({"imm"}, "send", W.SEND_IMM, "send"),
@@ -452,7 +453,8 @@ class Agent:
                 if x < 64 or x > PROFILE["mp_window_max"]:
                     raise AErr("out_of_range", f"{f}: 64..{PROFILE['mp_window_max']}", f)
                 v[k] = x
-            elif k == "mp_trim_dscp":
+            elif k in ("mp_trim_dscp", "mp_ack_dscp"):
+                # AGENT.md §6.9: 0-63 or null; above 63 out_of_range
                 v[k] = None if x is None else _int(x, f, 0, 63)
             elif k == "mp_flow_label_entropy":
                 v[k] = _bool(x, f)
@@ -504,6 +506,10 @@ class Agent:
             td = v.get("mp_trim_dscp")
             if td is not None and td == (v["path"]["traffic_class"] >> 2):
                 raise AErr("bad_value", "attrs.mp_trim_dscp: equals the path DSCP", "attrs.mp_trim_dscp")
+            ad = v.get("mp_ack_dscp")
+            if ad is not None and ad == td:
+                # AGENT.md §6.9 rule 5: ACKs never use the trimming DSCP (MR-MPT-9)
+                raise AErr("bad_value", "attrs.mp_ack_dscp: equals mp_trim_dscp", "attrs.mp_ack_dscp")
             if v.get("mp_flow_label_entropy"):
                 raise AErr("unsupported", "attrs.mp_flow_label_entropy: no IPv6",
                            "attrs.mp_flow_label_entropy")
@@ -522,6 +528,7 @@ class Agent:
                 qp.attrs["mp_entropy_set_size"] = len(es)
                 qp.attrs["mp_window"] = v.get("mp_window", min(1024, PROFILE["mp_window_max"]))
                 qp.attrs["mp_trim_dscp"] = v.get("mp_trim_dscp")
+                qp.attrs["mp_ack_dscp"] = v.get("mp_ack_dscp")
                 qp.attrs["mp_flow_label_entropy"] = v.get("mp_flow_label_entropy", False)
                 qp.attrs["mp_reorder_threshold"] = v.get("mp_reorder_threshold", Cfg.K)
                 qp.attrs["mp_max_staged_bytes"] = v.get("mp_max_staged_bytes",
@@ -570,7 +577,7 @@ class Agent:
                "outstanding": {"send": len([w for w in qp.sq if not w.done]), "recv": len(qp.rq)}}
         if qp.mp:
             for k in ("mp_entropy_set", "mp_entropy_set_size", "mp_window", "mp_trim_dscp",
-                      "mp_flow_label_entropy", "mp_reorder_threshold", "mp_max_staged_bytes",
+                      "mp_ack_dscp", "mp_flow_label_entropy", "mp_reorder_threshold", "mp_max_staged_bytes",
                       "mp_peer_resource_nak", "mp_peer_ordered"):
                 at[k] = qp.attrs.get(k)
         elif qp.evs:

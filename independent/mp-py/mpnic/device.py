@@ -370,6 +370,12 @@ class Device:
         if sport is None:
             sport = qp.evs[0]
         tos = path.get("traffic_class", 0) & 0xFC
+        if qp.mp and opcode in (W.ACK, W.ATOMIC_ACK, W.PROBE):
+            # MR-MPA-12: MP ACKs, Atomic Acknowledges and Probes carry
+            # mp_ack_dscp when set, else the traffic class's DSCP
+            ad = a.get("mp_ack_dscp")
+            if ad is not None:
+                tos = ad << 2
         fr = W.build_frame(path["dest_mac_b"], self.mac, self.ip, path["dest_ip_b"], tos,
                            path.get("hop_limit", 64), sport, opcode, se,
                            a.get("p_key", 0xFFFF), a["dest_qpn"], ackreq, psn, ext, payload,
@@ -964,9 +970,12 @@ class Device:
         P = qp.pmtu
         # v1.2 §7.9, MR-MPR-9/12: a follow-up (part or re-request) asks for a range that
         # starts at a multiple of PMTU and is a multiple of PMTU long unless it ends the
-        # read; one that breaks this matches no kept READ and is dropped unacknowledged
+        # read; one that breaks this matches no kept READ and is dropped unacknowledged.
+        # The multiple is nonzero (2026-12-02, AMBIGUITIES 50): only the first request
+        # of a READ of length 0 asks for nothing, so a follow-up of DMA length 0 inside
+        # a nonempty read is dropped too, neither answered nor acknowledged
         if p.offset % P or (p.dma_len % P and p.offset + p.dma_len != p.msg_len) or \
-                p.offset + p.dma_len > p.msg_len:
+                p.offset + p.dma_len > p.msg_len or (p.dma_len == 0 and p.msg_len > 0):
             return
         for m in qp.resources:
             if m.opcode == W.READ_REQ and m.msn_ == p.msn and m.reth[0] == p.va and \
@@ -1419,10 +1428,15 @@ class Device:
         if u.wr.kind == "read":
             u.wr.rd_inflight = 0
         u.inflight = 0
-        self.retire(now, qp, u.ev)
         u.exempt_ok = True
         if u not in qp.retx_q:
             qp.retx_q.append(u)
+        if u.wr.kind == "atomic" and u.sacked:
+            # MR-MPF-11 (2026-12-02): an atomic resent under MR-MPP-14 after an MP ACK
+            # reported it received was not lost: no retirement, no decrease (its expiry
+            # still counts toward retry_cnt, MR-MPL-8)
+            return
+        self.retire(now, qp, u.ev)
         self.loss_event(now, qp, why, timer_start=u.tx_ns)
 
     def req_on_read_resp(self, now, qp, p):

@@ -169,5 +169,45 @@ class AckRulesV12(unittest.TestCase):
             self.assertEqual(qp.base_rtt, base, dt)
 
 
+class AtomicResend(unittest.TestCase):
+    """MR-MPF-11, MR-MPL-8, MR-MPP-14 (2026-12-02; vector mp.req.atomic_resend_counts): an
+    atomic acknowledged by MP ACKs but never by an Atomic Acknowledge is resent at each RTO
+    expiry without retiring its entropy value or decreasing cwnd; the repeated MP ACK is no
+    progress, so with retry_cnt 1 the second expiry ends it with RETRY_EXC_ERR."""
+
+    def test_resend_retires_nothing_and_counts(self):
+        dev, ag, mr, qpn, rtr = mp_qp()
+        call(ag, op="modify_qp", qpn=qpn, state="rtr", attrs=rtr)
+        call(ag, op="modify_qp", qpn=qpn, state="rts",
+             attrs={"sq_psn": 1000, "timeout": 14, "retry_cnt": 1, "rnr_retry": 7, "max_rd_atomic": 16})
+        cq = call(ag, op="query_qp", qpn=qpn)["send_cq"]
+        call(ag, op="post_send", qpn=qpn, wr_id=1, opcode="atomic_fetch_and_add", remote_addr=0x9000,
+             rkey=0x55, add=1, sg_list=[{"addr": mr["addr"], "length": 8, "lkey": mr["lkey"]}])
+        qp = dev.qps[qpn]
+        (u,) = qp.unit_list
+        cwnd = qp.cwnd
+        dev.txq.clear()
+        now = u.tx_ns
+        for n in (1, 2):
+            # the MP ACK reports the atomic's PSN (cumulative 1000), no Atomic Acknowledge
+            ext = W.sacketh(0x1F, 0xFFFFFF, 0, 0, 0, 1001, 0, u.ev, 0)
+            with dev.lock:
+                dev.handle_frame(now + 1000, frame(qpn, W.ACK, 1000, ext))
+            now = u.tx_ns + 2 * qp.rto()          # past the (doubled) RTO: an expiry
+            with dev.lock:
+                dev.req_tick(now, qp)
+            if n == 1:
+                resent = [fr for fr in dev.txq if fr[42] == W.FETCH_ADD]
+                self.assertEqual(len(resent), 1)
+                self.assertTrue(resent[0][54] & 0x20, "R set (MR-MPP-14)")
+                dev.txq.clear()
+            self.assertEqual(dev.counters["mp_entropy_retired"], 0)
+            self.assertEqual(qp.retired, {})
+            self.assertEqual(qp.cwnd, cwnd)
+        self.assertEqual([fr for fr in dev.txq if fr[42] == W.FETCH_ADD], [])
+        wc = call(ag, op="poll_cq", cq=cq, max=4)["completions"]
+        self.assertEqual([(c["wr_id"], c["status"]) for c in wc], [(1, 12)])
+
+
 if __name__ == "__main__":
     unittest.main()
