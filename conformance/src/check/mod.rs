@@ -1113,6 +1113,51 @@ mod tests {
         assert_eq!(s.by_id.get("MR-ENC-16"), Some(&1));
     }
 
+    /// An MP SEND from 10.0.0.1 with DSCP 46 cut to its first `n` bytes,
+    /// its IPv4 and UDP lengths set to match (as a switch trims it).
+    fn mp_send_cut_to(n: u16) -> Vec<u8> {
+        let whole = PacketBuilder::new(Opcode::MP_SEND)
+            .payload(vec![7; 64])
+            .ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+            .traffic_class(46 << 2)
+            .build();
+        let mut cut = whole[..usize::from(n)].to_vec();
+        cut[16..18].copy_from_slice(&(n - 14).to_be_bytes());
+        cut[38..40].copy_from_slice(&(n - 34).to_be_bytes());
+        cut
+    }
+
+    #[test]
+    fn a_packet_trimmed_to_its_headers_with_the_trim_dscp_set_for_all() {
+        // 70 bytes: headers through MPETH, no room for the ICRC; 64: MPETH
+        // cut. With trim DSCP 46 for all, both are trimmed packets.
+        let ctx = Context {
+            trim_dscp: Some(46),
+            ..Context::default()
+        };
+        let mut checker = Checker::new(ctx);
+        for n in [70, 64] {
+            let f = checker.check(LINKTYPE_ETHERNET, &mp_send_cut_to(n));
+            assert!(f.is_empty(), "{n}: {f:?}");
+        }
+        checker.finish();
+        let s = checker.summary();
+        assert_eq!((s.undecodable, s.roce_frames, s.must), (2, 2, 0));
+        assert_eq!(s.notes.len(), 1, "{s:?}");
+        // `Checker::check` numbers every frame 0.
+        assert!(s.notes[0].contains("2 frame(s), first at frame 0"), "{s:?}");
+        // Without it, they are damaged SENDs.
+        let mut checker = Checker::new(Context::default());
+        let ids: Vec<&str> = [70, 64]
+            .into_iter()
+            .flat_map(|n| checker.check(LINKTYPE_ETHERNET, &mp_send_cut_to(n)))
+            .map(|f| f.id)
+            .collect();
+        assert_eq!(ids, ["MR-ICRC-1", "MR-EXT-3"]);
+        checker.finish();
+        assert!(checker.summary().notes.is_empty());
+    }
+
     #[test]
     fn ipv6_extension_headers_before_roce_are_mr_enc_8() {
         let mut checker = Checker::new(Context::default());
