@@ -1115,9 +1115,10 @@ mod tests {
 
     /// An MP SEND from 10.0.0.1 with DSCP 46 cut to its first `n` bytes,
     /// its IPv4 and UDP lengths set to match (as a switch trims it).
+    /// Its payload is 62 bytes: PadCnt 2.
     fn mp_send_cut_to(n: u16) -> Vec<u8> {
         let whole = PacketBuilder::new(Opcode::MP_SEND)
-            .payload(vec![7; 64])
+            .payload(vec![7; 62])
             .ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
             .traffic_class(46 << 2)
             .build();
@@ -1130,30 +1131,31 @@ mod tests {
     #[test]
     fn a_packet_trimmed_to_its_headers_with_the_trim_dscp_set_for_all() {
         // 70 bytes: headers through MPETH, no room for the ICRC; 64: MPETH
-        // cut. With trim DSCP 46 for all, both are trimmed packets.
+        // cut; 74: 4 bytes after the headers, fewer than PadCnt and the
+        // ICRC. With trim DSCP 46 for all, all are trimmed packets.
         let ctx = Context {
             trim_dscp: Some(46),
             ..Context::default()
         };
         let mut checker = Checker::new(ctx);
-        for n in [70, 64] {
+        for n in [70, 64, 74] {
             let f = checker.check(LINKTYPE_ETHERNET, &mp_send_cut_to(n));
             assert!(f.is_empty(), "{n}: {f:?}");
         }
         checker.finish();
         let s = checker.summary();
-        assert_eq!((s.undecodable, s.roce_frames, s.must), (2, 2, 0));
+        assert_eq!((s.undecodable, s.roce_frames, s.must), (3, 3, 0));
         assert_eq!(s.notes.len(), 1, "{s:?}");
         // `Checker::check` numbers every frame 0.
-        assert!(s.notes[0].contains("2 frame(s), first at frame 0"), "{s:?}");
+        assert!(s.notes[0].contains("3 frame(s), first at frame 0"), "{s:?}");
         // Without it, they are damaged SENDs.
         let mut checker = Checker::new(Context::default());
-        let ids: Vec<&str> = [70, 64]
+        let ids: Vec<&str> = [70, 64, 74]
             .into_iter()
             .flat_map(|n| checker.check(LINKTYPE_ETHERNET, &mp_send_cut_to(n)))
             .map(|f| f.id)
             .collect();
-        assert_eq!(ids, ["MR-ICRC-1", "MR-EXT-3"]);
+        assert_eq!(ids, ["MR-ICRC-1", "MR-EXT-3", "MR-PKT-4"]);
         checker.finish();
         assert!(checker.summary().notes.is_empty());
     }
