@@ -14,6 +14,9 @@
 //! and how many bytes it left out. Such a frame still emits the bytes it was
 //! parsed from.
 
+use std::net::IpAddr;
+
+use crate::bth::BthRepr;
 use crate::error::{Layer, WireError, WireErrorKind, check_emit};
 use crate::ethernet::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1, EthernetRepr};
 use crate::ipv4::{Ipv4Repr, PROTOCOL_UDP};
@@ -110,6 +113,14 @@ impl IpRepr<'_> {
         match self {
             IpRepr::V4(v4) => v4.dscp(),
             IpRepr::V6(v6) => v6.dscp(),
+        }
+    }
+
+    /// Source and destination addresses.
+    pub const fn addrs(&self) -> (IpAddr, IpAddr) {
+        match self {
+            IpRepr::V4(v4) => (IpAddr::V4(v4.src), IpAddr::V4(v4.dst)),
+            IpRepr::V6(v6) => (IpAddr::V6(v6.src), IpAddr::V6(v6.dst)),
         }
     }
 
@@ -519,6 +530,27 @@ impl<'a> Frame<'a> {
             && self.cut.is_some_and(|c| {
                 c.layer.is_roce() && !matches!(c.layer, Layer::Payload | Layer::Icrc)
             })
+    }
+
+    /// The BTH of a RoCEv2 packet that did not decode: after
+    /// [`Frame::parse_from`] (or [`Frame::parse_after`]) failed inside the
+    /// RoCE packet, past its BTH (an extension header cut short, no room
+    /// for the ICRC, a PadCnt beyond the bytes left), its BTH, read from
+    /// the bytes the UDP header delimits. A failed parse leaves in `self`
+    /// the layers it decoded before the error: `ip`, `udp` and, in
+    /// `payload`, the UDP payload, which this reads. `None` when the error
+    /// lies elsewhere (no UDP header to one of `options.roce_ports` was
+    /// decoded), when the bytes end inside the BTH, and after a parse that
+    /// succeeded (`payload` is then empty for RoCE). The IP header and the
+    /// BTH are what a receiver needs to take such a packet as trimmed by a
+    /// switch (MetaRoCE SPEC.md §7.10, MR-MPT-4): its addresses, DSCP,
+    /// opcode and DestQP.
+    pub fn undecoded_bth(&self, options: &ParseOptions) -> Option<BthRepr> {
+        let udp = self.udp.as_ref()?;
+        if self.ip.is_none() || !options.roce_ports.contains(&udp.dst_port) {
+            return None;
+        }
+        BthRepr::parse(self.payload).ok().map(|(bth, _)| bth)
     }
 
     /// Whether the capture holds the whole RoCE packet, ICRC included.

@@ -198,3 +198,46 @@ fn unsupported_features_are_named() {
     assert_eq!(frame.payload.len(), usize::from(len));
     assert_eq!(frame.to_bytes(), other);
 }
+
+/// A RoCEv2 packet whose IP and UDP lengths say it ends inside its
+/// extension headers, right after them (no room for the ICRC) or inside
+/// its BTH (as a switch that trims packets leaves it): the parse fails, and
+/// [`Frame::undecoded_bth`] reads the BTH the failed parse left behind,
+/// whole, or `None` when the packet ends inside it.
+#[test]
+fn undecoded_bth_of_a_packet_cut_after_its_bth() {
+    let options = ParseOptions::default();
+    let mut checked = 0;
+    for (name, builder) in frames::sample_builders() {
+        let bytes = builder.build();
+        let full = Frame::parse(&bytes, &options).unwrap();
+        assert_eq!(full.undecoded_bth(&options), None, "{name}: decoded");
+        let (Some(IpRepr::V4(v4)), Some(roce)) = (full.ip, full.roce) else {
+            continue;
+        };
+        if !full.ethernet.tags().is_empty() || v4.buffer_len() != 20 {
+            continue;
+        }
+        // Ethernet 14 + IPv4 20 + UDP 8.
+        let roce_at = 42;
+        let headers = roce.header_len();
+        for n in [0, 11, 12, headers - 1, headers, headers + 3] {
+            if n > headers + 3 || (n == headers - 1 && headers == 12) {
+                continue;
+            }
+            let mut cut = bytes[..roce_at + n].to_vec();
+            cut[16..18].copy_from_slice(&u16::try_from(20 + 8 + n).unwrap().to_be_bytes());
+            cut[38..40].copy_from_slice(&u16::try_from(8 + n).unwrap().to_be_bytes());
+            let mut frame = Frame::default();
+            let err = frame.parse_from(&cut, &options).unwrap_err();
+            let want = (n >= BthRepr::LEN).then_some(roce.bth);
+            assert_eq!(
+                frame.undecoded_bth(&options),
+                want,
+                "{name}: {n} bytes of {headers} header bytes ({err})"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "only {checked} cut packets");
+}

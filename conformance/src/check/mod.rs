@@ -76,6 +76,10 @@ pub struct Checker {
     /// Frames whose UDP checksum the sending host left to its NIC
     /// ([`Inspection::udp_checksum_partial`]), and the first of them.
     udp_checksum_partial: (u64, u64),
+    /// MP data packets trimmed too short to decode, on connections whose
+    /// trim DSCP they carry ([`Checker::judge_undecodable_as_trimmed`]),
+    /// and the first of them.
+    trimmed_undecodable: (u64, u64),
 }
 
 /// Most flows whose informational findings are remembered
@@ -462,6 +466,7 @@ impl Checker {
             info_seen: HashSet::new(),
             service_tagged: (0, 0),
             udp_checksum_partial: (0, 0),
+            trimmed_undecodable: (0, 0),
         }
     }
 
@@ -546,6 +551,9 @@ impl Checker {
             Outcome::Undecodable { roce } => {
                 self.summary.undecodable += 1;
                 self.summary.roce_frames += u64::from(roce);
+                if roce && !inspection.findings.is_empty() && self.trimming_known() {
+                    self.judge_undecodable_as_trimmed(number, inspection);
+                }
                 for f in &inspection.findings {
                     self.summary.count(f);
                 }
@@ -618,10 +626,7 @@ impl Checker {
                 return packet_reported(number, findings, Vec::new(), None);
             }
         };
-        let (src, dst) = match ip {
-            IpRepr::V4(v4) => (IpAddr::V4(v4.src), IpAddr::V4(v4.dst)),
-            IpRepr::V6(v6) => (IpAddr::V6(v6.src), IpAddr::V6(v6.dst)),
-        };
+        let (src, dst) = ip.addrs();
         self.once_per_flow(&src, &dst, pkt.bth.dest_qp, &mut findings);
         for f in &findings {
             self.summary.count(f);
@@ -722,16 +727,64 @@ impl Checker {
         {
             return;
         }
-        let (src, dst) = match ip {
-            IpRepr::V4(v4) => (IpAddr::V4(v4.src), IpAddr::V4(v4.dst)),
-            IpRepr::V6(v6) => (IpAddr::V6(v6.src), IpAddr::V6(v6.dst)),
-        };
+        let (src, dst) = ip.addrs();
         if judge.agreed_trim_dscp(src, dst, roce.bth.dest_qp) == Some(ip.dscp()) {
             let ctx = Context {
                 trim_dscp: Some(ip.dscp()),
                 ..self.inspector.ctx.clone()
             };
             *findings = validate_frame(frame, status, &ctx);
+        }
+    }
+
+    /// Whether a trim DSCP is known for some connection: set for all
+    /// (`Context::trim_dscp`) or agreed by an RDMA-CM exchange seen so
+    /// far. When not, an undecodable frame is not looked at again.
+    #[inline]
+    fn trimming_known(&self) -> bool {
+        self.inspector.ctx.trim_dscp.is_some()
+            || self
+                .conversation
+                .as_ref()
+                .is_some_and(ConversationJudge::any_trim_agreed)
+    }
+
+    /// A packet a switch trimmed to fewer bytes than its headers and ICRC
+    /// (SPEC.md §7.10, MR-MPT-4), which the codec cannot decode: an MP
+    /// data packet whose bytes hold its BTH whole and whose DSCP is the
+    /// trim DSCP of its connection (the one set for all, else the one its
+    /// RDMA-CM exchange agreed) is a trimmed packet, not a malformed one:
+    /// the findings its cut explains (no room for the ICRC, MR-ICRC-1; an
+    /// extension header cut, MR-EXT-3; a PadCnt beyond the bytes left,
+    /// MR-PKT-4) are dropped and the frame counted in a note. A packet cut
+    /// inside its BTH names no connection and keeps its finding.
+    #[inline(never)]
+    fn judge_undecodable_as_trimmed(&mut self, number: u64, inspection: &mut Inspection<'_>) {
+        const EXPLAINED: [&str; 3] = ["MR-ICRC-1", "MR-EXT-3", "MR-PKT-4"];
+        let frame = &inspection.frame;
+        let (Some(ip), Some(bth)) = (&frame.ip, frame.undecoded_bth(&self.inspector.options))
+        else {
+            return;
+        };
+        if !bth.opcode.is_mp_data() {
+            return;
+        }
+        let trim = self.inspector.ctx.trim_dscp.or_else(|| {
+            let (src, dst) = ip.addrs();
+            self.conversation
+                .as_ref()?
+                .agreed_trim_dscp(src, dst, bth.dest_qp)
+        });
+        if trim != Some(ip.dscp()) {
+            return;
+        }
+        let before = inspection.findings.len();
+        inspection.findings.retain(|f| !EXPLAINED.contains(&f.id));
+        if inspection.findings.len() < before {
+            if self.trimmed_undecodable.0 == 0 {
+                self.trimmed_undecodable.1 = number;
+            }
+            self.trimmed_undecodable.0 += 1;
         }
     }
 
@@ -844,6 +897,12 @@ impl Checker {
             self.summary.notes.push(format!(
                 "UDP checksum not yet filled on {} frame(s), first at frame {}: offloaded to the NIC, capture taken on the sending host (the field holds only the pseudo-header sum, which the NIC completes); not judged (MR-ENC-16)",
                 self.udp_checksum_partial.0, self.udp_checksum_partial.1
+            ));
+        }
+        if self.trimmed_undecodable.0 > 0 {
+            self.summary.notes.push(format!(
+                "MP data packets trimmed by a switch too short to decode (their headers end with no room for the ICRC, or an extension header is cut), with their connection's trim DSCP: {} frame(s), first at frame {}; taken as trimmed (SPEC.md §7.10, MR-MPT-4), not judged further",
+                self.trimmed_undecodable.0, self.trimmed_undecodable.1
             ));
         }
         if self.icrc.valid_seen {
@@ -1052,6 +1111,53 @@ mod tests {
             "{s:?}"
         );
         assert_eq!(s.by_id.get("MR-ENC-16"), Some(&1));
+    }
+
+    /// An MP SEND from 10.0.0.1 with DSCP 46 cut to its first `n` bytes,
+    /// its IPv4 and UDP lengths set to match (as a switch trims it).
+    /// Its payload is 62 bytes: PadCnt 2.
+    fn mp_send_cut_to(n: u16) -> Vec<u8> {
+        let whole = PacketBuilder::new(Opcode::MP_SEND)
+            .payload(vec![7; 62])
+            .ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+            .traffic_class(46 << 2)
+            .build();
+        let mut cut = whole[..usize::from(n)].to_vec();
+        cut[16..18].copy_from_slice(&(n - 14).to_be_bytes());
+        cut[38..40].copy_from_slice(&(n - 34).to_be_bytes());
+        cut
+    }
+
+    #[test]
+    fn a_packet_trimmed_to_its_headers_with_the_trim_dscp_set_for_all() {
+        // 70 bytes: headers through MPETH, no room for the ICRC; 64: MPETH
+        // cut; 74: 4 bytes after the headers, fewer than PadCnt and the
+        // ICRC. With trim DSCP 46 for all, all are trimmed packets.
+        let ctx = Context {
+            trim_dscp: Some(46),
+            ..Context::default()
+        };
+        let mut checker = Checker::new(ctx);
+        for n in [70, 64, 74] {
+            let f = checker.check(LINKTYPE_ETHERNET, &mp_send_cut_to(n));
+            assert!(f.is_empty(), "{n}: {f:?}");
+        }
+        checker.finish();
+        let s = checker.summary();
+        assert_eq!((s.undecodable, s.roce_frames, s.must), (3, 3, 0));
+        assert_eq!(s.notes.len(), 1, "{s:?}");
+        // `Checker::check` numbers every frame 0.
+        assert!(s.notes[0].contains("3 frame(s), first at frame 0"), "{s:?}");
+        // Without it, they are damaged SENDs.
+        let mut checker = Checker::new(Context::default());
+        let ids: Vec<&str> = [70, 64, 74]
+            .into_iter()
+            .flat_map(|n| checker.check(LINKTYPE_ETHERNET, &mp_send_cut_to(n)))
+            .map(|f| f.id)
+            .collect();
+        assert_eq!(ids, ["MR-ICRC-1", "MR-EXT-3", "MR-PKT-4"]);
+        checker.finish();
+        assert!(checker.summary().notes.is_empty());
     }
 
     #[test]

@@ -956,3 +956,137 @@ fn mr_mpt_9_not_on_a_trimmed_packet_nor_without_trimming() {
     );
     assert_eq!(trim_dscp_findings(&lines), vec![], "{lines:#?}");
 }
+
+/// `frame` cut by a switch to its first `n` bytes (the IPv4 and UDP
+/// lengths adjusted), with DSCP `dscp`. At 70 bytes (Ethernet 14 + IPv4
+/// 20 + UDP 8 + BTH 12 + MPETH 16) nothing follows the headers of an MP
+/// SEND: no room for an ICRC; below 70 MPETH is cut. Neither decodes as a
+/// RoCE packet.
+fn cut_to(frame: &[u8], n: u16, dscp: u8) -> Vec<u8> {
+    let mut t = frame[..usize::from(n)].to_vec();
+    t[16..18].copy_from_slice(&(n - 14).to_be_bytes());
+    t[38..40].copy_from_slice(&(n - 34).to_be_bytes());
+    with_dscp(t, dscp)
+}
+
+/// The lines naming frame `n` (as its frame or among its frames).
+fn naming(lines: &[Value], n: u64) -> Vec<&Value> {
+    lines
+        .iter()
+        .filter(|l| l["frame"] == n || frames_of(l).contains(&n))
+        .collect()
+}
+
+/// The frames of the per-packet findings of `id`.
+fn on_frames(lines: &[Value], id: &str) -> Vec<u64> {
+    lines
+        .iter()
+        .filter(|l| l["id"] == id)
+        .filter_map(|l| l["frame"].as_u64())
+        .collect()
+}
+
+/// The CM exchange (when `cm`), a SEND, then a copy of the next SEND cut
+/// right after MPETH and one cut inside MPETH (the 64 bytes a switch keeps
+/// of a 64-byte trim), both with DSCP `dscp`, then the ACK. The cut frames
+/// are the 2nd and 3rd after the SEND.
+fn cut_frames(cm: bool, dscp: u8) -> Vec<Vec<u8>> {
+    let whole = send(1, 101, false);
+    with_cm(
+        cm,
+        &req_mp(),
+        &rep_mp(),
+        vec![
+            send(0, 100, false),
+            cut_to(&whole, 70, dscp),
+            cut_to(&whole, 64, dscp),
+            ack(0, 100, 0xC100).build(),
+        ],
+    )
+}
+
+#[test]
+fn mr_mpt_4_a_packet_trimmed_to_its_headers_or_inside_mpeth_is_trimmed() {
+    // On the connection whose REQ agreed trim DSCP 46, both cut SENDs with
+    // DSCP 46 are trimmed packets (§7.10, MR-MPT-4): no finding names them.
+    let lines = check("cm-mpt4-cut.pcapng", &cut_frames(true, 46), None);
+    for n in [5, 6] {
+        let on_it = naming(&lines, n);
+        assert!(on_it.is_empty(), "frame {n}: {on_it:#?}");
+    }
+    // With another DSCP they are damaged SENDs: no room for the ICRC
+    // (MR-ICRC-1), MPETH cut (MR-EXT-3).
+    let lines = check("cm-mpt4-cut-45.pcapng", &cut_frames(true, 45), None);
+    assert_eq!(on_frames(&lines, "MR-ICRC-1"), [5], "{lines:#?}");
+    assert_eq!(on_frames(&lines, "MR-EXT-3"), [6], "{lines:#?}");
+    // Without the CM exchange nothing says which DSCP marks trimming.
+    let lines = check("cm-mpt4-cut-no-cm.pcapng", &cut_frames(false, 46), None);
+    assert_eq!(on_frames(&lines, "MR-ICRC-1"), [2], "{lines:#?}");
+    assert_eq!(on_frames(&lines, "MR-EXT-3"), [3], "{lines:#?}");
+    // Trimming off (T clear in both blocks): DSCP 46 is any DSCP.
+    let whole = send(1, 101, false);
+    let frames = with_cm(
+        true,
+        &block(M | O, 46, 4096, 128),
+        &block(M | RN, 46, 1024, 64),
+        vec![
+            send(0, 100, false),
+            cut_to(&whole, 70, 46),
+            cut_to(&whole, 64, 46),
+            ack(0, 100, 0xC100).build(),
+        ],
+    );
+    let lines = check("cm-mpt4-cut-off.pcapng", &frames, None);
+    assert_eq!(on_frames(&lines, "MR-ICRC-1"), [5], "{lines:#?}");
+    assert_eq!(on_frames(&lines, "MR-EXT-3"), [6], "{lines:#?}");
+    // A packet cut inside its BTH names no connection: it keeps its
+    // finding (MR-ICRC-1: no room for the BTH and the ICRC).
+    let mut frames = cut_frames(true, 46);
+    frames[5] = cut_to(&whole, 50, 46);
+    let lines = check("cm-mpt4-cut-bth.pcapng", &frames, None);
+    assert!(naming(&lines, 5).is_empty(), "{lines:#?}");
+    assert_eq!(on_frames(&lines, "MR-ICRC-1"), [6], "{lines:#?}");
+}
+
+#[test]
+fn trimmed_to_its_headers_the_summary_notes_it_and_threads_change_nothing() {
+    // The cut SENDs again and again, past the parallel pipeline's first
+    // batches (256 frames).
+    let whole = send(1, 101, false);
+    let mut data = vec![send(0, 100, false)];
+    for _ in 0..300 {
+        data.push(cut_to(&whole, 70, 46));
+        data.push(cut_to(&whole, 64, 46));
+    }
+    data.push(ack(0, 100, 0xC100).build());
+    let frames = with_cm(true, &req_mp(), &rep_mp(), data);
+    let path = write("cm-mpt4-cut-many.pcapng", &frames, None);
+    for format in ["text", "jsonl"] {
+        let run = |threads: &str| {
+            let out = metaroce(
+                &[
+                    "check",
+                    "--no-progress",
+                    "--format",
+                    format,
+                    "--threads",
+                    threads,
+                ],
+                &path,
+            );
+            (out.status.code(), stdout(&out))
+        };
+        let one = run("1");
+        assert_eq!(one, run("2"), "{format}");
+        assert!(!one.1.contains("MR-ICRC-1"), "{}", one.1);
+        assert!(!one.1.contains("MR-EXT-3"), "{}", one.1);
+        if format == "text" {
+            assert!(
+                one.1.contains("trimmed by a switch too short to decode")
+                    && one.1.contains("600 frame(s), first at frame 5"),
+                "{}",
+                one.1
+            );
+        }
+    }
+}

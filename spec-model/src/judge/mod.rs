@@ -848,6 +848,13 @@ impl ConversationJudge {
         self.mp_setups.view(&(src, dst, dest_qp))?.agreed?.trim_dscp
     }
 
+    /// Whether some RDMA-CM exchange in the capture so far agreed a
+    /// trimming DSCP: when not, [`ConversationJudge::agreed_trim_dscp`] is
+    /// `None` for every connection.
+    pub fn any_trim_agreed(&self) -> bool {
+        self.mp_setups.trim_agreed()
+    }
+
     /// The QPNs of the connection `pkt` belongs to and its first frame, when
     /// the judge follows it (for reporting per-packet findings by QP and
     /// connection).

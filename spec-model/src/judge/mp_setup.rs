@@ -129,6 +129,8 @@ pub(crate) struct MpSetups {
     /// Frames of REQs and REPs cut before their block (the first 16) and
     /// their count.
     cut: (Vec<u64>, u64),
+    /// Some exchange agreed a trim DSCP (it may have ended since).
+    trim_agreed: bool,
 }
 
 fn side_name(s: Side) -> &'static str {
@@ -513,6 +515,13 @@ impl MpSetups {
         );
         self.dirs.insert(dirs[0], (ex_key, Side::Active, false));
         self.dirs.insert(dirs[1], (ex_key, Side::Passive, false));
+        self.trim_agreed |= matches!(state, State::Agreed(a) if a.trim_dscp.is_some());
+    }
+
+    /// Whether some exchange seen so far agreed a trim DSCP (a cheap test
+    /// before [`MpSetups::view`]).
+    pub fn trim_agreed(&self) -> bool {
+        self.trim_agreed
     }
 
     /// A data packet from `src` to `dst` QPN `dest_qp` in frame `frame`:
