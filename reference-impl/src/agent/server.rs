@@ -6,14 +6,16 @@
 //! requests are served and while a `poll_cq` waits. One small thread per
 //! connection reads bounded lines and writes replies; it hands each line to
 //! the engine over a channel and waits for the reply, so replies on a
-//! connection come in request order. A request waits at most one pump slice
-//! (1 ms by default) before the engine sees it.
+//! connection come in request order. A connection thread that hands over a
+//! request calls the data plane's [`super::dataplane::Waker`], so the pump
+//! under way ends and the engine serves it at once; with a data plane that
+//! gives none, a request waits at most one pump slice (1 ms by default).
 //!
 //! Threads rather than an async runtime: the engine must block in the data
 //! plane's own wait (a channel, or a raw socket's receive queue), the
 //! connection count is tiny (one harness), and std is enough.
 
-use super::dataplane::{Clock, DataPlane};
+use super::dataplane::{Clock, DataPlane, Waker};
 use super::dispatch::{Action, Agent, PendingPoll};
 use metaroce_agent::line::{LineRead, read_line_bounded};
 use metaroce_agent::protocol::{AgentError, ErrorCode, MAX_LINE, Reply};
@@ -145,11 +147,12 @@ impl Server {
         let mut conns: HashMap<u64, TcpStream> = HashMap::new();
         let mut next_conn = 0u64;
         let mut pending: Vec<(PendingPoll, u64, Sender<Outgoing>)> = Vec::new();
+        let waker = self.data_plane.waker();
         let result = loop {
             if stop.load(Ordering::SeqCst) {
                 break Ok(());
             }
-            self.accept(&jobs_tx, &mut conns, &mut next_conn);
+            self.accept(&jobs_tx, &mut conns, &mut next_conn, waker.as_ref());
             // Verbs act at `now`. The time is given through the data plane
             // (a pump that ends at once), never by firing the device's
             // timers here: a driver hands the frames that waited in its
@@ -174,7 +177,13 @@ impl Server {
         result
     }
 
-    fn accept(&mut self, jobs: &Sender<Job>, conns: &mut HashMap<u64, TcpStream>, next: &mut u64) {
+    fn accept(
+        &mut self,
+        jobs: &Sender<Job>,
+        conns: &mut HashMap<u64, TcpStream>,
+        next: &mut u64,
+        waker: Option<&Waker>,
+    ) {
         while let Ok((stream, _)) = self.listener.accept() {
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_nodelay(true);
@@ -196,9 +205,10 @@ impl Server {
             let id = *next;
             *next += 1;
             let jobs = jobs.clone();
+            let waker = waker.cloned();
             let spawned = std::thread::Builder::new()
                 .name(format!("agent-conn-{id}"))
-                .spawn(move || connection(id, stream, jobs));
+                .spawn(move || connection(id, stream, jobs, waker));
             if spawned.is_ok() {
                 conns.insert(id, clone);
             }
@@ -268,8 +278,9 @@ fn send(to: &Sender<Outgoing>, reply: &Reply, close: bool) {
     });
 }
 
-/// A connection thread: read a line, hand it over, write the reply.
-fn connection(id: u64, stream: TcpStream, jobs: Sender<Job>) {
+/// A connection thread: read a line, hand it over (and wake the engine's
+/// pump), write the reply.
+fn connection(id: u64, stream: TcpStream, jobs: Sender<Job>, waker: Option<Waker>) {
     let (reply_tx, reply_rx) = mpsc::channel();
     if let Ok(read_half) = stream.try_clone() {
         let mut reader = BufReader::with_capacity(64 * 1024, read_half);
@@ -285,6 +296,9 @@ fn connection(id: u64, stream: TcpStream, jobs: Sender<Job>) {
             };
             if jobs.send(job).is_err() {
                 break;
+            }
+            if let Some(wake) = &waker {
+                wake();
             }
             let Ok(out) = reply_rx.recv() else { break };
             let mut text = out.text;
@@ -304,6 +318,7 @@ mod tests {
     use crate::DeviceConfig;
     use crate::agent::dispatch::AgentConfig;
     use core::net::Ipv4Addr;
+    use std::io::BufRead;
 
     /// A data plane that gives the device time itself and counts the turns
     /// at which it finds the device's time moved by someone else.
@@ -361,5 +376,96 @@ mod tests {
         let (pumps, foreign) = *seen.lock().unwrap();
         assert!(pumps >= 20, "the server pumped {pumps} times");
         assert_eq!(foreign, 0, "the device's time moved outside the data plane");
+    }
+
+    /// A data plane whose every pump waits for its waker (at most
+    /// [`Sleeper::BOUND`]), as the raw driver waits in `poll(2)` until the
+    /// slice ends or the device's next timer.
+    struct Sleeper {
+        tx: mpsc::Sender<()>,
+        rx: Receiver<()>,
+    }
+
+    impl Sleeper {
+        const BOUND: Duration = Duration::from_secs(30);
+    }
+
+    impl DataPlane for Sleeper {
+        fn pump(
+            &mut self,
+            device: &mut crate::Device,
+            clock: &Clock,
+            until: u64,
+        ) -> io::Result<()> {
+            device.handle_timeout(clock.now_ns());
+            let left = until.saturating_sub(clock.now_ns());
+            if left > 0 {
+                let _ = self
+                    .rx
+                    .recv_timeout(Duration::from_nanos(left).min(Self::BOUND));
+                while self.rx.try_recv().is_ok() {}
+            }
+            Ok(())
+        }
+
+        fn waker(&mut self) -> Option<Waker> {
+            let tx = self.tx.clone();
+            Some(Arc::new(move || {
+                let _ = tx.send(());
+            }))
+        }
+    }
+
+    /// A request that arrives while the data plane waits for frames is
+    /// served at once, not at the end of the pump slice: the connection
+    /// thread wakes the pump. Before, a request waited up to one slice,
+    /// and an MP QP's second work request, posted ~0.5 ms after the first,
+    /// left only after the first's RTO (mp_rto_init = the 1 ms slice) and
+    /// its retransmission (veth, `mp.req.sack_reserved_psn` and
+    /// `mp.loss.rnr_others_continue`). The slice here is an hour, so
+    /// without the wake the second request gets no reply within the
+    /// read timeout.
+    #[test]
+    fn a_request_wakes_the_data_plane() {
+        let device = DeviceConfig::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 99, 0, 1));
+        let agent = Agent::new(AgentConfig::reference(device, [3; 32]));
+        let (tx, rx) = mpsc::channel();
+        let wake = tx.clone();
+        let config = ServerConfig {
+            slice: Duration::from_secs(3600),
+        };
+        let server =
+            Server::bind("127.0.0.1:0", agent, Box::new(Sleeper { tx, rx }), config).unwrap();
+        // Connected before the engine runs: its first turn accepts it.
+        let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let engine = std::thread::spawn(move || server.run(&flag));
+        let mut reader = BufReader::new(client.try_clone().unwrap());
+        let mut replies = Vec::new();
+        for id in 1..=3 {
+            writeln!(
+                client,
+                r#"{{"id":{id},"op":"hello","v":1,"client":"test"}}"#
+            )
+            .unwrap();
+            let mut line = String::new();
+            let got = reader.read_line(&mut line);
+            replies.push(line.clone());
+            if got.is_err() || line.is_empty() {
+                break;
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        let _ = wake.send(());
+        engine.join().unwrap().unwrap();
+        assert_eq!(
+            replies.iter().filter(|l| l.contains("\"ok\":true")).count(),
+            3,
+            "a request waited for the end of the pump slice: {replies:?}"
+        );
     }
 }
