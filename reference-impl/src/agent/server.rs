@@ -163,7 +163,26 @@ impl Server {
             if let Err(e) = self.data_plane.pump(self.agent.device_mut(), &clock, now) {
                 break Err(e);
             }
-            self.serve_jobs(&jobs_rx, &mut conns, &mut pending, now);
+            let replies = self.serve_jobs(&jobs_rx, &mut conns, &mut pending, now);
+            // What the requests queued (a post_send's first packets) leaves
+            // before their replies: a reply wakes the connection thread,
+            // which on a busy machine can take this thread's core for a
+            // millisecond, as long as mp_rto_init (a second post_send's
+            // READ then left after the first SEND's retransmission, over
+            // veth). The harness sends the next request only after the
+            // reply, so the frames of a request precede what it does next.
+            let sent = if replies.is_empty() {
+                Ok(())
+            } else {
+                self.data_plane
+                    .pump(self.agent.device_mut(), &clock, clock.now_ns())
+            };
+            for (to, reply, close) in replies {
+                send(&to, &reply, close);
+            }
+            if let Err(e) = sent {
+                break Err(e);
+            }
             self.settle_pending(&mut pending, clock.now_ns());
             let until = clock.now_ns() + self.config.slice.as_nanos() as u64;
             if let Err(e) = self.data_plane.pump(self.agent.device_mut(), &clock, until) {
@@ -215,13 +234,17 @@ impl Server {
         }
     }
 
+    /// Handles the requests that have arrived; returns their replies (to
+    /// send once the data plane has sent what they queued), a `poll_cq`
+    /// that waits going to `pending`.
     fn serve_jobs(
         &mut self,
         jobs: &Receiver<Job>,
         conns: &mut HashMap<u64, TcpStream>,
         pending: &mut Vec<(PendingPoll, u64, Sender<Outgoing>)>,
         now: u64,
-    ) {
+    ) -> Vec<(Sender<Outgoing>, Reply, bool)> {
+        let mut replies = Vec::new();
         while let Ok(job) = jobs.try_recv() {
             let (line, reply) = match job {
                 Job::Closed(id) => {
@@ -242,14 +265,15 @@ impl Server {
                 LineRead::Eof => continue,
             };
             match action {
-                Action::Reply(r) => send(&reply, &r, false),
-                Action::Close(r) => send(&reply, &r, true),
+                Action::Reply(r) => replies.push((reply, r, false)),
+                Action::Close(r) => replies.push((reply, r, true)),
                 Action::Wait(p) => {
                     let deadline = now.saturating_add(p.wait_ms.saturating_mul(1_000_000));
                     pending.push((p, deadline, reply));
                 }
             }
         }
+        replies
     }
 
     fn settle_pending(
@@ -414,6 +438,117 @@ mod tests {
                 let _ = tx.send(());
             }))
         }
+    }
+
+    /// A data plane that sends the device's frames only in the pumps that
+    /// end at once (the server's turns that give the device the time), and
+    /// whose other pumps wait for its waker without sending: it isolates
+    /// whether the server sends what a request queued before its reply.
+    struct Lazy {
+        tx: mpsc::Sender<()>,
+        rx: Receiver<()>,
+        sent: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl DataPlane for Lazy {
+        fn pump(
+            &mut self,
+            device: &mut crate::Device,
+            clock: &Clock,
+            until: u64,
+        ) -> io::Result<()> {
+            if until > clock.now_ns() {
+                let _ = self.rx.recv_timeout(Sleeper::BOUND);
+                while self.rx.try_recv().is_ok() {}
+                return Ok(());
+            }
+            let sent = &self.sent;
+            crate::agent::dataplane::service(device, clock.now_ns(), |_| {
+                sent.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        }
+
+        fn waker(&mut self) -> Option<Waker> {
+            let tx = self.tx.clone();
+            Some(Arc::new(move || {
+                let _ = tx.send(());
+            }))
+        }
+    }
+
+    /// The first packet of a posted work request leaves before the reply
+    /// to `post_send`: the reply wakes the connection thread, which on a
+    /// loaded machine kept the engine off its core for up to a millisecond
+    /// (mp_rto_init), and the harness's next request follows the reply
+    /// (over veth, an MP READ posted right after a SEND then left only
+    /// after the SEND's retransmission).
+    #[test]
+    fn a_posted_request_is_sent_before_its_reply() {
+        use serde_json::{Value, json};
+        let device = DeviceConfig::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 99, 0, 1));
+        let agent = Agent::new(AgentConfig::reference(device, [3; 32]));
+        let (tx, rx) = mpsc::channel();
+        let wake = tx.clone();
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let plane = Lazy {
+            tx,
+            rx,
+            sent: Arc::clone(&sent),
+        };
+        let config = ServerConfig {
+            slice: Duration::from_secs(3600),
+        };
+        let server = Server::bind("127.0.0.1:0", agent, Box::new(plane), config).unwrap();
+        let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let engine = std::thread::spawn(move || server.run(&flag));
+        let mut reader = BufReader::new(client.try_clone().unwrap());
+        let mut id = 0;
+        let mut call = |mut req: Value| -> Value {
+            id += 1;
+            req["id"] = json!(id);
+            writeln!(client, "{req}").unwrap();
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            assert_eq!(v["ok"], true, "{req} -> {line}");
+            v
+        };
+        let pd = call(json!({"op": "alloc_pd"}))["pd"].clone();
+        let cq = call(json!({"op": "create_cq"}))["cq"].clone();
+        let qpn = call(json!({"op": "create_qp", "pd": pd, "qp_type": "rc",
+            "send_cq": cq, "recv_cq": cq}))["qpn"]
+            .clone();
+        let mr = call(json!({"op": "reg_mr", "pd": pd, "length": 4096, "access": ["local_write"]}));
+        call(json!({"op": "modify_qp", "qpn": qpn, "state": "init", "attrs": {"access": []}}));
+        call(
+            json!({"op": "modify_qp", "qpn": qpn, "state": "rtr", "attrs": {"dest_qpn": 0x11,
+            "rq_psn": 0, "pmtu": 1024, "max_dest_rd_atomic": 1, "min_rnr_timer": 1,
+            "path": {"dest_mac": "02:00:00:00:00:02", "dest_ip": "10.99.0.2"}}}),
+        );
+        call(
+            json!({"op": "modify_qp", "qpn": qpn, "state": "rts", "attrs": {"sq_psn": 0,
+            "timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "max_rd_atomic": 1}}),
+        );
+        let before = sent.load(Ordering::SeqCst);
+        call(
+            json!({"op": "post_send", "qpn": qpn, "wr_id": 1, "opcode": "send",
+            "sg_list": [{"addr": mr["addr"], "length": 100, "lkey": mr["lkey"]}]}),
+        );
+        let after = sent.load(Ordering::SeqCst);
+        stop.store(true, Ordering::SeqCst);
+        let _ = wake.send(());
+        engine.join().unwrap().unwrap();
+        assert_eq!(
+            after - before,
+            1,
+            "the SEND had not left when post_send replied"
+        );
     }
 
     /// A request that arrives while the data plane waits for frames is
