@@ -15,7 +15,8 @@
 //!    `handle_frame(clock.now_ns(), ..)`;
 //! 3. calls `handle_timeout(now)` when `now` reaches `poll_timeout()`,
 //!    and sends what that and each received frame queued;
-//! 4. returns at `until_ns` at the latest (earlier is allowed).
+//! 4. returns at `until_ns` at the latest (earlier is allowed), and soon
+//!    after its [`DataPlane::waker`] is called, if it gave one.
 //!
 //! Before serving requests the server also calls `pump` with `until_ns`
 //! already reached, to give the device the time at which the verbs act:
@@ -30,6 +31,7 @@
 
 use crate::Device;
 use std::io;
+use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -60,17 +62,37 @@ impl Default for Clock {
     }
 }
 
+/// Called from any thread, ends the data plane's current (or next) wait
+/// for frames early: see [`DataPlane::waker`].
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
 /// A frame driver the agent server drives between requests.
 pub trait DataPlane: Send {
     /// Moves frames and time until `until_ns` (see the module contract).
     /// An error stops the server: return one only when the medium is gone
     /// for good, not for one lost frame.
     fn pump(&mut self, device: &mut Device, clock: &Clock, until_ns: u64) -> io::Result<()>;
+
+    /// A [`Waker`] the server calls when a request arrives: the pump under
+    /// way (or the next one) then returns soon after, so the request is
+    /// served at once and not only at the end of the slice. Without one
+    /// (the default), a request waits up to one pump slice: with an MP QP
+    /// that is as long as `mp_rto_init`, so a work request posted while
+    /// the first one's packets are in flight left only after their
+    /// retransmission timeout had fired (found over veth with
+    /// `mp.req.sack_reserved_psn`). Asked for once, before serving.
+    fn waker(&mut self) -> Option<Waker> {
+        None
+    }
 }
 
 impl<D: DataPlane + ?Sized> DataPlane for Box<D> {
     fn pump(&mut self, device: &mut Device, clock: &Clock, until_ns: u64) -> io::Result<()> {
         (**self).pump(device, clock, until_ns)
+    }
+
+    fn waker(&mut self) -> Option<Waker> {
+        (**self).waker()
     }
 }
 

@@ -6,14 +6,16 @@
 //! requests are served and while a `poll_cq` waits. One small thread per
 //! connection reads bounded lines and writes replies; it hands each line to
 //! the engine over a channel and waits for the reply, so replies on a
-//! connection come in request order. A request waits at most one pump slice
-//! (1 ms by default) before the engine sees it.
+//! connection come in request order. A connection thread that hands over a
+//! request calls the data plane's [`super::dataplane::Waker`], so the pump
+//! under way ends and the engine serves it at once; with a data plane that
+//! gives none, a request waits at most one pump slice (1 ms by default).
 //!
 //! Threads rather than an async runtime: the engine must block in the data
 //! plane's own wait (a channel, or a raw socket's receive queue), the
 //! connection count is tiny (one harness), and std is enough.
 
-use super::dataplane::{Clock, DataPlane};
+use super::dataplane::{Clock, DataPlane, Waker};
 use super::dispatch::{Action, Agent, PendingPoll};
 use metaroce_agent::line::{LineRead, read_line_bounded};
 use metaroce_agent::protocol::{AgentError, ErrorCode, MAX_LINE, Reply};
@@ -145,11 +147,12 @@ impl Server {
         let mut conns: HashMap<u64, TcpStream> = HashMap::new();
         let mut next_conn = 0u64;
         let mut pending: Vec<(PendingPoll, u64, Sender<Outgoing>)> = Vec::new();
+        let waker = self.data_plane.waker();
         let result = loop {
             if stop.load(Ordering::SeqCst) {
                 break Ok(());
             }
-            self.accept(&jobs_tx, &mut conns, &mut next_conn);
+            self.accept(&jobs_tx, &mut conns, &mut next_conn, waker.as_ref());
             // Verbs act at `now`. The time is given through the data plane
             // (a pump that ends at once), never by firing the device's
             // timers here: a driver hands the frames that waited in its
@@ -160,7 +163,26 @@ impl Server {
             if let Err(e) = self.data_plane.pump(self.agent.device_mut(), &clock, now) {
                 break Err(e);
             }
-            self.serve_jobs(&jobs_rx, &mut conns, &mut pending, now);
+            let replies = self.serve_jobs(&jobs_rx, &mut conns, &mut pending, now);
+            // What the requests queued (a post_send's first packets) leaves
+            // before their replies: a reply wakes the connection thread,
+            // which on a busy machine can take this thread's core for a
+            // millisecond, as long as mp_rto_init (a second post_send's
+            // READ then left after the first SEND's retransmission, over
+            // veth). The harness sends the next request only after the
+            // reply, so the frames of a request precede what it does next.
+            let sent = if replies.is_empty() {
+                Ok(())
+            } else {
+                self.data_plane
+                    .pump(self.agent.device_mut(), &clock, clock.now_ns())
+            };
+            for (to, reply, close) in replies {
+                send(&to, &reply, close);
+            }
+            if let Err(e) = sent {
+                break Err(e);
+            }
             self.settle_pending(&mut pending, clock.now_ns());
             let until = clock.now_ns() + self.config.slice.as_nanos() as u64;
             if let Err(e) = self.data_plane.pump(self.agent.device_mut(), &clock, until) {
@@ -174,7 +196,13 @@ impl Server {
         result
     }
 
-    fn accept(&mut self, jobs: &Sender<Job>, conns: &mut HashMap<u64, TcpStream>, next: &mut u64) {
+    fn accept(
+        &mut self,
+        jobs: &Sender<Job>,
+        conns: &mut HashMap<u64, TcpStream>,
+        next: &mut u64,
+        waker: Option<&Waker>,
+    ) {
         while let Ok((stream, _)) = self.listener.accept() {
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_nodelay(true);
@@ -196,22 +224,27 @@ impl Server {
             let id = *next;
             *next += 1;
             let jobs = jobs.clone();
+            let waker = waker.cloned();
             let spawned = std::thread::Builder::new()
                 .name(format!("agent-conn-{id}"))
-                .spawn(move || connection(id, stream, jobs));
+                .spawn(move || connection(id, stream, jobs, waker));
             if spawned.is_ok() {
                 conns.insert(id, clone);
             }
         }
     }
 
+    /// Handles the requests that have arrived; returns their replies (to
+    /// send once the data plane has sent what they queued), a `poll_cq`
+    /// that waits going to `pending`.
     fn serve_jobs(
         &mut self,
         jobs: &Receiver<Job>,
         conns: &mut HashMap<u64, TcpStream>,
         pending: &mut Vec<(PendingPoll, u64, Sender<Outgoing>)>,
         now: u64,
-    ) {
+    ) -> Vec<(Sender<Outgoing>, Reply, bool)> {
+        let mut replies = Vec::new();
         while let Ok(job) = jobs.try_recv() {
             let (line, reply) = match job {
                 Job::Closed(id) => {
@@ -232,14 +265,15 @@ impl Server {
                 LineRead::Eof => continue,
             };
             match action {
-                Action::Reply(r) => send(&reply, &r, false),
-                Action::Close(r) => send(&reply, &r, true),
+                Action::Reply(r) => replies.push((reply, r, false)),
+                Action::Close(r) => replies.push((reply, r, true)),
                 Action::Wait(p) => {
                     let deadline = now.saturating_add(p.wait_ms.saturating_mul(1_000_000));
                     pending.push((p, deadline, reply));
                 }
             }
         }
+        replies
     }
 
     fn settle_pending(
@@ -268,8 +302,9 @@ fn send(to: &Sender<Outgoing>, reply: &Reply, close: bool) {
     });
 }
 
-/// A connection thread: read a line, hand it over, write the reply.
-fn connection(id: u64, stream: TcpStream, jobs: Sender<Job>) {
+/// A connection thread: read a line, hand it over (and wake the engine's
+/// pump), write the reply.
+fn connection(id: u64, stream: TcpStream, jobs: Sender<Job>, waker: Option<Waker>) {
     let (reply_tx, reply_rx) = mpsc::channel();
     if let Ok(read_half) = stream.try_clone() {
         let mut reader = BufReader::with_capacity(64 * 1024, read_half);
@@ -285,6 +320,9 @@ fn connection(id: u64, stream: TcpStream, jobs: Sender<Job>) {
             };
             if jobs.send(job).is_err() {
                 break;
+            }
+            if let Some(wake) = &waker {
+                wake();
             }
             let Ok(out) = reply_rx.recv() else { break };
             let mut text = out.text;
@@ -304,6 +342,7 @@ mod tests {
     use crate::DeviceConfig;
     use crate::agent::dispatch::AgentConfig;
     use core::net::Ipv4Addr;
+    use std::io::BufRead;
 
     /// A data plane that gives the device time itself and counts the turns
     /// at which it finds the device's time moved by someone else.
@@ -361,5 +400,207 @@ mod tests {
         let (pumps, foreign) = *seen.lock().unwrap();
         assert!(pumps >= 20, "the server pumped {pumps} times");
         assert_eq!(foreign, 0, "the device's time moved outside the data plane");
+    }
+
+    /// A data plane whose every pump waits for its waker (at most
+    /// [`Sleeper::BOUND`]), as the raw driver waits in `poll(2)` until the
+    /// slice ends or the device's next timer.
+    struct Sleeper {
+        tx: mpsc::Sender<()>,
+        rx: Receiver<()>,
+    }
+
+    impl Sleeper {
+        const BOUND: Duration = Duration::from_secs(30);
+    }
+
+    impl DataPlane for Sleeper {
+        fn pump(
+            &mut self,
+            device: &mut crate::Device,
+            clock: &Clock,
+            until: u64,
+        ) -> io::Result<()> {
+            device.handle_timeout(clock.now_ns());
+            let left = until.saturating_sub(clock.now_ns());
+            if left > 0 {
+                let _ = self
+                    .rx
+                    .recv_timeout(Duration::from_nanos(left).min(Self::BOUND));
+                while self.rx.try_recv().is_ok() {}
+            }
+            Ok(())
+        }
+
+        fn waker(&mut self) -> Option<Waker> {
+            let tx = self.tx.clone();
+            Some(Arc::new(move || {
+                let _ = tx.send(());
+            }))
+        }
+    }
+
+    /// A data plane that sends the device's frames only in the pumps that
+    /// end at once (the server's turns that give the device the time), and
+    /// whose other pumps wait for its waker without sending: it isolates
+    /// whether the server sends what a request queued before its reply.
+    struct Lazy {
+        tx: mpsc::Sender<()>,
+        rx: Receiver<()>,
+        sent: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl DataPlane for Lazy {
+        fn pump(
+            &mut self,
+            device: &mut crate::Device,
+            clock: &Clock,
+            until: u64,
+        ) -> io::Result<()> {
+            if until > clock.now_ns() {
+                let _ = self.rx.recv_timeout(Sleeper::BOUND);
+                while self.rx.try_recv().is_ok() {}
+                return Ok(());
+            }
+            let sent = &self.sent;
+            crate::agent::dataplane::service(device, clock.now_ns(), |_| {
+                sent.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        }
+
+        fn waker(&mut self) -> Option<Waker> {
+            let tx = self.tx.clone();
+            Some(Arc::new(move || {
+                let _ = tx.send(());
+            }))
+        }
+    }
+
+    /// The first packet of a posted work request leaves before the reply
+    /// to `post_send`: the reply wakes the connection thread, which on a
+    /// loaded machine kept the engine off its core for up to a millisecond
+    /// (mp_rto_init), and the harness's next request follows the reply
+    /// (over veth, an MP READ posted right after a SEND then left only
+    /// after the SEND's retransmission).
+    #[test]
+    fn a_posted_request_is_sent_before_its_reply() {
+        use serde_json::{Value, json};
+        let device = DeviceConfig::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 99, 0, 1));
+        let agent = Agent::new(AgentConfig::reference(device, [3; 32]));
+        let (tx, rx) = mpsc::channel();
+        let wake = tx.clone();
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let plane = Lazy {
+            tx,
+            rx,
+            sent: Arc::clone(&sent),
+        };
+        let config = ServerConfig {
+            slice: Duration::from_secs(3600),
+        };
+        let server = Server::bind("127.0.0.1:0", agent, Box::new(plane), config).unwrap();
+        let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let engine = std::thread::spawn(move || server.run(&flag));
+        let mut reader = BufReader::new(client.try_clone().unwrap());
+        let mut id = 0;
+        let mut call = |mut req: Value| -> Value {
+            id += 1;
+            req["id"] = json!(id);
+            writeln!(client, "{req}").unwrap();
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            assert_eq!(v["ok"], true, "{req} -> {line}");
+            v
+        };
+        let pd = call(json!({"op": "alloc_pd"}))["pd"].clone();
+        let cq = call(json!({"op": "create_cq"}))["cq"].clone();
+        let qpn = call(json!({"op": "create_qp", "pd": pd, "qp_type": "rc",
+            "send_cq": cq, "recv_cq": cq}))["qpn"]
+            .clone();
+        let mr = call(json!({"op": "reg_mr", "pd": pd, "length": 4096, "access": ["local_write"]}));
+        call(json!({"op": "modify_qp", "qpn": qpn, "state": "init", "attrs": {"access": []}}));
+        call(
+            json!({"op": "modify_qp", "qpn": qpn, "state": "rtr", "attrs": {"dest_qpn": 0x11,
+            "rq_psn": 0, "pmtu": 1024, "max_dest_rd_atomic": 1, "min_rnr_timer": 1,
+            "path": {"dest_mac": "02:00:00:00:00:02", "dest_ip": "10.99.0.2"}}}),
+        );
+        call(
+            json!({"op": "modify_qp", "qpn": qpn, "state": "rts", "attrs": {"sq_psn": 0,
+            "timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "max_rd_atomic": 1}}),
+        );
+        let before = sent.load(Ordering::SeqCst);
+        call(
+            json!({"op": "post_send", "qpn": qpn, "wr_id": 1, "opcode": "send",
+            "sg_list": [{"addr": mr["addr"], "length": 100, "lkey": mr["lkey"]}]}),
+        );
+        let after = sent.load(Ordering::SeqCst);
+        stop.store(true, Ordering::SeqCst);
+        let _ = wake.send(());
+        engine.join().unwrap().unwrap();
+        assert_eq!(
+            after - before,
+            1,
+            "the SEND had not left when post_send replied"
+        );
+    }
+
+    /// A request that arrives while the data plane waits for frames is
+    /// served at once, not at the end of the pump slice: the connection
+    /// thread wakes the pump. Before, a request waited up to one slice,
+    /// and an MP QP's second work request, posted ~0.5 ms after the first,
+    /// left only after the first's RTO (mp_rto_init = the 1 ms slice) and
+    /// its retransmission (veth, `mp.req.sack_reserved_psn` and
+    /// `mp.loss.rnr_others_continue`). The slice here is an hour, so
+    /// without the wake the second request gets no reply within the
+    /// read timeout.
+    #[test]
+    fn a_request_wakes_the_data_plane() {
+        let device = DeviceConfig::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 99, 0, 1));
+        let agent = Agent::new(AgentConfig::reference(device, [3; 32]));
+        let (tx, rx) = mpsc::channel();
+        let wake = tx.clone();
+        let config = ServerConfig {
+            slice: Duration::from_secs(3600),
+        };
+        let server =
+            Server::bind("127.0.0.1:0", agent, Box::new(Sleeper { tx, rx }), config).unwrap();
+        // Connected before the engine runs: its first turn accepts it.
+        let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let engine = std::thread::spawn(move || server.run(&flag));
+        let mut reader = BufReader::new(client.try_clone().unwrap());
+        let mut replies = Vec::new();
+        for id in 1..=3 {
+            writeln!(
+                client,
+                r#"{{"id":{id},"op":"hello","v":1,"client":"test"}}"#
+            )
+            .unwrap();
+            let mut line = String::new();
+            let got = reader.read_line(&mut line);
+            replies.push(line.clone());
+            if got.is_err() || line.is_empty() {
+                break;
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        let _ = wake.send(());
+        engine.join().unwrap().unwrap();
+        assert_eq!(
+            replies.iter().filter(|l| l.contains("\"ok\":true")).count(),
+            3,
+            "a request waited for the end of the pump slice: {replies:?}"
+        );
     }
 }

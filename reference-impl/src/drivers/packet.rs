@@ -8,7 +8,9 @@
 //!   also returns the time the kernel took the frame in (`SO_TIMESTAMPNS`,
 //!   through nix: rustix has no safe call for that control message);
 //! - [`PacketSocket::wait`]: `ppoll(2)` for readable (or writable), only
-//!   when the socket has nothing queued;
+//!   when the socket has nothing queued; a wait for frames also ends when
+//!   the socket's wake-up `eventfd(2)` ([`PacketSocket::waker`]) is
+//!   signalled;
 //! - [`PacketSocket::send_batch`]: up to [`SEND_BATCH`] frames in one
 //!   `sendmmsg(2)`.
 //!
@@ -36,6 +38,12 @@ pub(crate) struct PacketSocket {
     rx_buffer: Option<usize>,
     /// `SO_TIMESTAMPNS` is on: receives go through `recvmsg(2)`.
     stamps: bool,
+    /// The wake-up eventfd, once [`PacketSocket::waker`] made it.
+    #[cfg(target_os = "linux")]
+    wake: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// A wait for frames ended on the wake-up (taken by
+    /// [`PacketSocket::take_woken`]).
+    woken: std::cell::Cell<bool>,
 }
 
 /// A frame [`PacketSocket::try_recv`] took: its length on the wire (more
@@ -103,7 +111,35 @@ impl PacketSocket {
             fd,
             rx_buffer,
             stamps,
+            wake: None,
+            woken: std::cell::Cell::new(false),
         })
+    }
+
+    /// A function that, from any thread, ends the current or next wait
+    /// for frames ([`Self::wait`], not `writable`): it signals an
+    /// `eventfd(2)` that wait polls with the socket. Made once; `None`
+    /// when the eventfd cannot be made.
+    pub(crate) fn waker(&mut self) -> Option<std::sync::Arc<dyn Fn() + Send + Sync>> {
+        use rustix::event::{EventfdFlags, eventfd};
+        let fd = match &self.wake {
+            Some(fd) => std::sync::Arc::clone(fd),
+            None => {
+                let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).ok()?;
+                let fd = std::sync::Arc::new(fd);
+                self.wake = Some(std::sync::Arc::clone(&fd));
+                fd
+            }
+        };
+        Some(std::sync::Arc::new(move || {
+            // A full counter (EAGAIN) is already signalled.
+            let _ = rustix::io::write(&*fd, &1u64.to_ne_bytes());
+        }))
+    }
+
+    /// Whether a wait ended on the wake-up since the last call.
+    pub(crate) fn take_woken(&self) -> bool {
+        self.woken.replace(false)
     }
 
     /// The receive buffer in bytes as the kernel reports it (it doubles
@@ -167,7 +203,8 @@ impl PacketSocket {
 
     /// Waits at most `timeout` until a frame is queued (`writable`: until
     /// the send buffer has room). Returns whether it is so; a signal ends
-    /// the wait early (`false`).
+    /// the wait early (`false`), and so does the wake-up when waiting for
+    /// frames (`false`, and [`Self::take_woken`] then says so).
     pub(crate) fn wait(&self, timeout: Duration, writable: bool) -> io::Result<bool> {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
         let flags = if writable {
@@ -175,13 +212,31 @@ impl PacketSocket {
         } else {
             PollFlags::IN
         };
+        let wake = self.wake.as_deref().filter(|_| !writable);
         let mut fds = [PollFd::new(&self.fd, flags)];
+        let mut both = wake.map(|w| [PollFd::new(&self.fd, flags), PollFd::new(w, PollFlags::IN)]);
         let ts = Timespec {
             tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(timeout.subsec_nanos()),
         };
-        match poll(&mut fds, Some(&ts)) {
-            Ok(n) => Ok(n > 0),
+        let polled = match both.as_mut() {
+            Some(both) => poll(both, Some(&ts)),
+            None => poll(&mut fds, Some(&ts)),
+        };
+        match polled {
+            Ok(0) => Ok(false),
+            Ok(_) => {
+                let Some((both, wake)) = both.as_ref().zip(wake) else {
+                    return Ok(true);
+                };
+                if !both[1].revents().is_empty() {
+                    // Reset the counter; a concurrent signal is kept.
+                    let mut buf = [0u8; 8];
+                    let _ = rustix::io::read(wake, &mut buf);
+                    self.woken.set(true);
+                }
+                Ok(!both[0].revents().is_empty())
+            }
             Err(rustix::io::Errno::INTR) => Ok(false),
             Err(e) => Err(e.into()),
         }
@@ -241,6 +296,12 @@ impl PacketSocket {
     }
     pub(crate) fn wait(&self, _: Duration, _: bool) -> io::Result<bool> {
         Ok(false)
+    }
+    pub(crate) fn waker(&mut self) -> Option<std::sync::Arc<dyn Fn() + Send + Sync>> {
+        None
+    }
+    pub(crate) fn take_woken(&self) -> bool {
+        false
     }
     pub(crate) fn send_batch<F: AsRef<[u8]>>(&self, _: &[F]) -> io::Result<usize> {
         Err(io::ErrorKind::Unsupported.into())

@@ -58,7 +58,7 @@
 use super::packet::PacketSocket;
 pub use super::packet::SEND_BATCH;
 use crate::Device;
-use crate::agent::dataplane::{Clock, DataPlane, service, wait_deadline};
+use crate::agent::dataplane::{Clock, DataPlane, Waker, service, wait_deadline};
 use pnet_datalink::NetworkInterface;
 use std::fmt;
 use std::io;
@@ -742,17 +742,26 @@ impl DataPlane for RawPort {
     /// The agent's data plane on this interface: send what the device
     /// queued, wait for frames until `until_ns` or the device's next timer,
     /// hand them over, fire the timer, and so on until `until_ns`.
+    /// Returns early, once what it has received is handed over and what
+    /// the device queued is sent, when the [`DataPlane::waker`] ended its
+    /// wait (a request arrived).
     fn pump(&mut self, device: &mut Device, clock: &Clock, until_ns: u64) -> io::Result<()> {
         loop {
             let now = clock.now_ns();
             self.transmit(device, now);
-            if now >= until_ns {
+            if now >= until_ns || self.socket.take_woken() {
                 return Ok(());
             }
             let wait = Duration::from_nanos(wait_deadline(device, until_ns).saturating_sub(now));
             self.receive(device, clock, wait)
                 .map_err(io::Error::other)?;
         }
+    }
+
+    /// The socket's wake-up eventfd: a request no longer waits for the
+    /// end of the slice (nor the requester for its RTO, see the trait).
+    fn waker(&mut self) -> Option<Waker> {
+        self.socket.waker()
     }
 }
 
