@@ -836,15 +836,12 @@ fn with_dscp(mut frame: Vec<u8>, dscp: u8) -> Vec<u8> {
     frame
 }
 
+/// The IPv4 header checksum of an Ethernet frame, recomputed (the codec's
+/// Internet checksum).
 fn ipv4_checksum(frame: &mut [u8]) {
     frame[24..26].copy_from_slice(&[0, 0]);
-    let sum: u32 = frame[14..34]
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    let folded = (sum & 0xFFFF) + (sum >> 16);
-    let folded = (folded & 0xFFFF) + (folded >> 16);
-    frame[24..26].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    let sum = metaroce_codec::ipv4::internet_checksum(&frame[14..34]);
+    frame[24..26].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// `frame` as a switch trims it (§7.10): cut 4 bytes after BTH and MPETH

@@ -241,13 +241,8 @@ fn judged_without_a_pmtu_the_same() {
 fn mark_ce(frame: &mut [u8]) {
     frame[15] |= 3;
     frame[24..26].fill(0);
-    let sum: u32 = frame[14..34]
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    let folded = (sum & 0xFFFF) + (sum >> 16);
-    let folded = (folded & 0xFFFF) + (folded >> 16);
-    frame[24..26].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    let sum = metaroce_codec::ipv4::internet_checksum(&frame[14..34]);
+    frame[24..26].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// Inserts `data` as a frame right after frame `after`, `delay_ns` later,
