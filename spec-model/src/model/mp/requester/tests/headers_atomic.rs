@@ -5,7 +5,12 @@ use super::*;
 
 /// A fresh requester with one Fetch-Add posted.
 fn posted_fetch_add() -> MpRequester {
-    let r = MpRequester::new(cfg(), 0x22, psn(0));
+    posted_fetch_add_with(cfg())
+}
+
+/// [`posted_fetch_add`] with the configuration `c`.
+fn posted_fetch_add_with(c: MpConfig) -> MpRequester {
+    let r = MpRequester::new(c, 0x22, psn(0));
     r.post_send(SendWr {
         wr: 1,
         op: WrOp::FetchAdd {
@@ -141,17 +146,7 @@ fn atomic_ack_first_completes_at_once_mr_mpp_14() {
 fn atomic_resend_retires_nothing_and_counts_mr_mpf_11_mr_mpl_8() {
     let mut c = cfg();
     c.retry_cnt = 1;
-    let r = MpRequester::new(c, 0x22, psn(0));
-    let (r, _) = r.post_send(SendWr {
-        wr: 1,
-        op: WrOp::FetchAdd {
-            va: 0x2000,
-            rkey: 7,
-            add: 5,
-        },
-        fence: false,
-        signaled: true,
-    });
+    let r = posted_fetch_add_with(c);
     let (r, _, ev) = send_next(&r, 0);
     let (r, _) = ack_at(&r, 0, sack(0, 1, 0, ev, 0), 100);
     let cwnd = r.cc.cwnd;
