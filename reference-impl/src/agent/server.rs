@@ -483,11 +483,43 @@ mod tests {
     /// (mp_rto_init), and the harness's next request follows the reply
     /// (over veth, an MP READ posted right after a SEND then left only
     /// after the SEND's retransmission).
+    /// A server on an ephemeral loopback port with an hour-long pump slice
+    /// (a request served at once was woken, not timed out), the reference
+    /// agent and `plane`, running on its own thread; the client connected
+    /// (before the engine runs: its first turn accepts it) and a reader on it.
+    struct Running {
+        client: TcpStream,
+        reader: std::io::BufReader<TcpStream>,
+        stop: Arc<AtomicBool>,
+        engine: std::thread::JoinHandle<io::Result<()>>,
+    }
+
+    fn run_with(plane: Box<dyn DataPlane>) -> Running {
+        let device = DeviceConfig::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 99, 0, 1));
+        let agent = Agent::new(AgentConfig::reference(device, [3; 32]));
+        let config = ServerConfig {
+            slice: Duration::from_secs(3600),
+        };
+        let server = Server::bind("127.0.0.1:0", agent, plane, config).unwrap();
+        let client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let engine = std::thread::spawn(move || server.run(&flag));
+        let reader = std::io::BufReader::new(client.try_clone().unwrap());
+        Running {
+            client,
+            reader,
+            stop,
+            engine,
+        }
+    }
+
     #[test]
     fn a_posted_request_is_sent_before_its_reply() {
         use serde_json::{Value, json};
-        let device = DeviceConfig::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 99, 0, 1));
-        let agent = Agent::new(AgentConfig::reference(device, [3; 32]));
         let (tx, rx) = mpsc::channel();
         let wake = tx.clone();
         let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -496,18 +528,12 @@ mod tests {
             rx,
             sent: Arc::clone(&sent),
         };
-        let config = ServerConfig {
-            slice: Duration::from_secs(3600),
-        };
-        let server = Server::bind("127.0.0.1:0", agent, Box::new(plane), config).unwrap();
-        let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
-        client
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let engine = std::thread::spawn(move || server.run(&flag));
-        let mut reader = BufReader::new(client.try_clone().unwrap());
+        let Running {
+            mut client,
+            mut reader,
+            stop,
+            engine,
+        } = run_with(Box::new(plane));
         let mut id = 0;
         let mut call = |mut req: Value| -> Value {
             id += 1;
@@ -562,24 +588,14 @@ mod tests {
     /// read timeout.
     #[test]
     fn a_request_wakes_the_data_plane() {
-        let device = DeviceConfig::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 99, 0, 1));
-        let agent = Agent::new(AgentConfig::reference(device, [3; 32]));
         let (tx, rx) = mpsc::channel();
         let wake = tx.clone();
-        let config = ServerConfig {
-            slice: Duration::from_secs(3600),
-        };
-        let server =
-            Server::bind("127.0.0.1:0", agent, Box::new(Sleeper { tx, rx }), config).unwrap();
-        // Connected before the engine runs: its first turn accepts it.
-        let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
-        client
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let engine = std::thread::spawn(move || server.run(&flag));
-        let mut reader = BufReader::new(client.try_clone().unwrap());
+        let Running {
+            mut client,
+            mut reader,
+            stop,
+            engine,
+        } = run_with(Box::new(Sleeper { tx, rx }));
         let mut replies = Vec::new();
         for id in 1..=3 {
             writeln!(
