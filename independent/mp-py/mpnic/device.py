@@ -1460,9 +1460,10 @@ class Device:
                 self.sg_scatter(qp, w.sg_list, p.offset, p.payload)
             newly = len(p.payload) or 1
             w.rd_last_arrival = now
-            qp.rd_seq += 1
-            w.rd_arr = getattr(w, "rd_arr", [])
-            w.rd_arr.append((qp.rd_seq, idx))
+        # MR-MPR-6: the K later responses are counted over the QP, whatever READ they
+        # answer (and a repeated one is an arrival too; distinct PSNs are counted)
+        qp.rd_seq += 1
+        qp.rd_arrivals.append((qp.rd_seq, p.psn))
         # MR-MPA-11: a response acknowledges the READ's PSN block and earlier
         last = (w.first_psn + w.npkts - 1) & M24
         for x in list(qp.unit_list):
@@ -1495,6 +1496,8 @@ class Device:
     def read_rerequests(self, now, qp):
         """MR-MPR-6/7: responses deemed missing -> re-request contiguous ranges."""
         K = qp.reorder_k()
+        arr = qp.rd_arrivals
+        oldest = None   # the earliest request a missing response is counted from
         for w in qp.sq:
             if w.kind != "read" or not w.started or w.done or not w.units[0].txcount:
                 continue
@@ -1509,15 +1512,20 @@ class Device:
                 # only what was requested can be missing (parts, MR-MPR-11)
                 n = min(n, -(-getattr(w, "rd_req_len", w.length) // qp.pmtu))
             req_seq = getattr(w, "rd_req_seq_idx", {})
-            arr = getattr(w, "rd_arr", [])
+            # the first request (or its latest copy) asked for the first range
+            first_n = -(-getattr(w, "rd_first_len", w.length) // qp.pmtu) if w.length else 1
             missing = []
             rto_base = max(getattr(w, "rd_req_ns", 0), getattr(w, "rd_last_arrival", 0))
             by_time = now - rto_base >= qp.rto()
             for i in range(n):
                 if i in w.rd_got:
                     continue
-                since = req_seq.get(i, getattr(w, "rd_req_seq", 0))
-                cnt = len({j for (s, j) in arr if s > since and j > i})
+                since = max(req_seq.get(i, 0), getattr(w, "rd_req_seq", 0) if i < first_n else 0)
+                oldest = since if oldest is None else min(oldest, since)
+                # MR-MPR-6: responses with K distinct PSNs later than q arrived "on the QP"
+                # since the latest request that asked for q -- those of later READs too
+                q = (w.first_psn + i) & M24
+                cnt = len({ps for (s, ps) in arr if s > since and later(ps, q)})
                 if cnt >= K:
                     missing.append((i, "reorder"))
                 elif by_time and (u.acked or u.sacked or w.rd_got):
@@ -1543,6 +1551,9 @@ class Device:
                 if qp.rto_expiries > qp.attrs.get("retry_cnt", 7):
                     self.complete_in_order(now, qp, err_wr=self.oldest_incomplete(qp), err_status=RETRY_EXC_ERR)
                     return
+        # arrivals no missing response is counted from any more (a READ requested later
+        # counts from its own request): keeps the list bounded
+        qp.rd_arrivals = [a for a in arr if a[0] > oldest] if oldest is not None else []
 
     def read_part_limit(self, qp):
         """MR-MPR-11: the longest range one READ request (first or part) may ask for."""

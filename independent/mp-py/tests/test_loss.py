@@ -1,6 +1,6 @@
 """SPEC v1.2 §7.8: K = mp_reorder_threshold (default 32, agent attribute 1-64) and
 rule (b): each RTO expiry deems lost every PSN at least the undoubled RTO old."""
-import json, os, sys, unittest
+import json, os, struct, sys, unittest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mpnic.device import Device, Cfg
 from mpnic.agent import Agent
@@ -207,6 +207,65 @@ class AtomicResend(unittest.TestCase):
         self.assertEqual([fr for fr in dev.txq if fr[42] == W.FETCH_ADD], [])
         wc = call(ag, op="poll_cq", cq=cq, max=4)["completions"]
         self.assertEqual([(c["wr_id"], c["status"]) for c in wc], [(1, 12)])
+
+
+class ReadRerequestLaterRead(unittest.TestCase):
+    """MR-MPR-6 (vector mp.req.read_rerequest_later_read): q is deemed missing once responses
+    with at least K distinct PSNs later than q have arrived *on the QP* since the latest
+    request that asked for q, so responses of a later READ count too. Two READs (512 and 768
+    bytes, PMTU 256: PSNs 1000-1001 and 1002-1004), K = 3; the first READ's response 1001
+    is lost, the second READ's three responses arrive: 1001 is re-requested at once, long
+    before any RTO (no time passes in this test)."""
+
+    def _reqs(self, dev):
+        out = []
+        for fr in dev.txq:
+            if fr[42] == W.READ_REQ:
+                w0, off, ln, _ = struct.unpack_from("!IIII", fr, 54)
+                dl = struct.unpack_from("!I", fr, 70 + 12)[0]
+                va, rkey = struct.unpack_from("!QI", fr, 70)
+                out.append((int.from_bytes(fr[51:54], "big"), w0 >> 29 & 1, w0 & 0xFFFFFF, off, ln,
+                            dl, va, rkey))
+        dev.txq.clear()
+        return out
+
+    def _run(self, k, later_psns):
+        dev, ag, mr, qpn, rtr = mp_qp({"mp_reorder_threshold": k})
+        to_rts(ag, qpn, rtr)
+        call(ag, op="post_send", qpn=qpn, wr_id=1, opcode="rdma_read", remote_addr=0x40000, rkey=0x99,
+             sg_list=[{"addr": mr["addr"], "length": 512, "lkey": mr["lkey"]}])
+        call(ag, op="post_send", qpn=qpn, wr_id=2, opcode="rdma_read", remote_addr=0x50000, rkey=0x99,
+             sg_list=[{"addr": mr["addr"] + 1024, "length": 768, "lkey": mr["lkey"]}])
+        qp = dev.qps[qpn]
+        first = self._reqs(dev)
+        self.assertEqual([(r[0], r[1], r[3]) for r in first], [(1000, 0, 0), (1002, 0, 0)])
+        now = max(u.tx_ns for u in qp.unit_list) + 1000      # well inside the RTO
+        ts = now & 0xFFFFFFFF
+
+        def resp(psn, msn, off, length):
+            ext = W.mpeth(off == 0, off + 256 >= length, 0, msn, off, length, ts)
+            with dev.lock:
+                dev.handle_frame(now, frame(qpn, W.READ_RESP, psn, ext, b"\x07" * 256))
+
+        resp(1000, 0, 0, 512)                                 # 1001 (offset 256) is lost
+        for psn in later_psns:
+            resp(psn, 1, (psn - 1002) * 256, 768)
+        return dev, qp, now
+
+    def test_later_read_responses_count(self):
+        dev, qp, now = self._run(3, (1002, 1003))
+        self.assertEqual(self._reqs(dev), [])                 # two later PSNs: not yet (K = 3)
+        dev, qp, now = self._run(3, (1002, 1003, 1004))
+        self.assertLess(now - max(u.tx_ns for u in qp.unit_list), qp.rto())
+        rr = self._reqs(dev)
+        self.assertEqual(len(rr), 1, rr)
+        # MR-MPR-7: R set, the first READ's MSN, offset, read length, VA, R_Key, DMA length
+        self.assertEqual(rr[0], (1001, 1, 0, 256, 512, 256, 0x40000, 0x99))
+        self.assertEqual(dev.counters["mp_retx_reorder"], 1)
+
+    def test_k_honoured_across_reads(self):
+        dev, qp, now = self._run(4, (1002, 1003, 1004))
+        self.assertEqual(self._reqs(dev), [])                 # three later PSNs, K = 4
 
 
 if __name__ == "__main__":
