@@ -98,7 +98,9 @@ pub(crate) struct MpResponder {
     pub(super) next_msn: u64,
     /// Next message whose receive work request is to be determined.
     pub(super) assign_msn: u64,
-    /// The message that found no receive work request (MR-MPP-17).
+    /// The first message that found no receive work request (MR-MPP-17);
+    /// every later receive-consuming message whose receive is determined
+    /// finds none either (`MpResponder::recv_missing`).
     pub(super) blocked: Option<u64>,
     pub(super) rq: VecDeque<RecvWr>,
     pub(super) kept: VecDeque<Kept>,
@@ -114,9 +116,9 @@ pub(crate) struct MpResponder {
     pub(super) ack_turn: usize,
     /// DSCPs of READ responses and acknowledgements (MR-MPT-9, MR-MPA-12).
     pub(super) dscps: Dscps,
-    /// The message (MSN) and time of the latest RNR NAK: at most one per
-    /// RNR timer period per message (MR-MPP-17).
-    pub(super) rnr_last: Option<(u64, u64)>,
+    /// The time of the latest RNR NAK of each message not yet completed:
+    /// at most one per RNR timer period per message (MR-MPP-17).
+    pub(super) rnr_last: BTreeMap<u64, u64>,
     /// SEND payload bytes staged, and the limit (`mp_max_staged_bytes`).
     pub(super) staged_bytes: u64,
     pub(super) max_staged: u64,
@@ -151,7 +153,7 @@ impl MpResponder {
             entropy: EntropySet::new(mp.values.clone(), seed ^ 0x5A5A),
             ack_turn: 0,
             dscps: mp.dscps(),
-            rnr_last: None,
+            rnr_last: BTreeMap::new(),
             staged_bytes: 0,
             max_staged: mp.max_staged_bytes,
             peer_rn: mp.peer_resource_nak,

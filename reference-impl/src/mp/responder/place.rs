@@ -162,7 +162,7 @@ impl MpResponder {
             // before stay placed and acknowledged.
             if op == Opcode::MP_WRITE_IMM {
                 self.assign(cfg, env)?;
-                if self.blocked == Some(msn) {
+                if self.recv_missing(msn) {
                     self.refuse_rnr(cfg, env, msn, idx, t);
                     return Ok(());
                 }
@@ -212,10 +212,11 @@ impl MpResponder {
             // MR-MPP-4: a SEND waits for its receive work request.
             self.assign(cfg, env)?;
             let hold = ordered && !self.earlier_all_placed(msn);
+            let missing = self.recv_missing(msn);
             let msg = self.msgs.get_mut(&msn).ok_or((NAK_INVALID, idx))?;
             if let Some(wr) = msg.wr.as_ref().filter(|_| !hold) {
                 place_send(cfg, env, wr, m.offset, pkt.payload).map_err(|s| (s, idx))?;
-            } else if self.blocked == Some(msn) {
+            } else if missing {
                 self.refuse_rnr(cfg, env, msn, idx, t);
                 return Ok(());
             } else if self.max_staged == 0 || self.staged_bytes + u64::from(len) > self.max_staged {
@@ -232,6 +233,17 @@ impl MpResponder {
         msg.placed_count += 1;
         self.received(idx, 1, t, pkt.bth.ack_req);
         Ok(())
+    }
+
+    /// MR-MPP-17, §7.5: the receive work request of receive-consuming
+    /// message `msn` is determined (the opcode of every earlier message not
+    /// completed is known) and none is posted for it. Assignment stopped at
+    /// `blocked` for want of one, so every later such message, once the
+    /// messages between are known, lacks one too (it would be a later
+    /// receive than the one `blocked` waits for).
+    fn recv_missing(&self, msn: u64) -> bool {
+        self.blocked
+            .is_some_and(|b| b <= msn && (b..msn).all(|j| self.msgs.contains_key(&j)))
     }
 
     /// Determines receive work requests in MSN order (§7.5) and places
@@ -298,11 +310,14 @@ impl MpResponder {
     /// ones at most one per RNR timer period for that message.
     fn refuse_rnr(&mut self, cfg: &QpConfig, env: &mut Env<'_>, msn: u64, idx: u64, t: Trigger) {
         let wait = rnr_timer_ns(cfg.min_rnr_timer);
+        // Only messages not yet completed can be refused (bounded by them).
+        self.rnr_last = self.rnr_last.split_off(&self.next_msn);
         if self
             .rnr_last
-            .is_none_or(|(m, l)| m != msn || self.now.saturating_sub(l) >= wait)
+            .get(&msn)
+            .is_none_or(|&l| self.now.saturating_sub(l) >= wait)
         {
-            self.rnr_last = Some((msn, self.now));
+            self.rnr_last.insert(msn, self.now);
             env.counters.rnr_naks_sent += 1;
             self.push_ack(Trigger {
                 syndrome: 0x20 | (cfg.min_rnr_timer & 0x1F),
