@@ -26,8 +26,6 @@ pub(crate) struct EntropySet {
     /// The latest `skip_until` ever set: at or after it no value is
     /// skipped, and the per-packet skipping test is skipped.
     skip_horizon: u64,
-    /// Retirements so far (MR-MPF-9).
-    pub retirements: u64,
 }
 
 impl EntropySet {
@@ -41,7 +39,6 @@ impl EntropySet {
             rng: SplitMix64::new(seed),
             live: n,
             skip_horizon: 0,
-            retirements: 0,
         }
     }
 
@@ -150,7 +147,6 @@ impl EntropySet {
             Some(i) if !self.state[i].retired => {
                 self.state[i].retired = true;
                 self.live -= 1;
-                self.retirements += 1;
                 true
             }
             _ => false,
