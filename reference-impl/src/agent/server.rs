@@ -477,12 +477,6 @@ mod tests {
         }
     }
 
-    /// The first packet of a posted work request leaves before the reply
-    /// to `post_send`: the reply wakes the connection thread, which on a
-    /// loaded machine kept the engine off its core for up to a millisecond
-    /// (mp_rto_init), and the harness's next request follows the reply
-    /// (over veth, an MP READ posted right after a SEND then left only
-    /// after the SEND's retransmission).
     /// A server on an ephemeral loopback port with an hour-long pump slice
     /// (a request served at once was woken, not timed out), the reference
     /// agent and `plane`, running on its own thread; the client connected
@@ -517,6 +511,12 @@ mod tests {
         }
     }
 
+    /// The first packet of a posted work request leaves before the reply
+    /// to `post_send`: the reply wakes the connection thread, which on a
+    /// loaded machine kept the engine off its core for up to a millisecond
+    /// (mp_rto_init), and the harness's next request follows the reply
+    /// (over veth, an MP READ posted right after a SEND then left only
+    /// after the SEND's retransmission).
     #[test]
     fn a_posted_request_is_sent_before_its_reply() {
         use serde_json::{Value, json};
